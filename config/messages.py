@@ -1,0 +1,40 @@
+"""What the user reads when a question is refused, by refusal reason. Calm, specific, no blame."""
+
+from __future__ import annotations
+
+from guardrag.contract import RefusalReason as R
+
+REFUSAL_MESSAGES: dict[R, str] = {
+    R.EMPTY_INPUT: "Please type a question.",
+    R.INPUT_TOO_LONG: "That message is too long. Please ask one question in a few sentences.",
+    R.PROMPT_INJECTION: "I can only answer questions about our help-centre topics.",
+    R.JAILBREAK: "I can only answer questions about our help-centre topics.",
+    R.HARMFUL_REQUEST: "I can't help with that request.",
+    R.PII: "For your safety, please don't share personal details such as emails, phone numbers "
+    "or ID numbers here, and I can't look up other people's information. Please ask again "
+    "without them.",
+    R.CREDENTIAL_REQUEST: "I can never see, share or ask for PINs, passwords or one-time codes. "
+    "Never share yours with anyone, including our staff.",
+    R.PAYMENT_DATA: "Please don't share card numbers or security codes here. If you typed real "
+    "card details, consider contacting your bank.",
+    R.PROFANITY: "Let's keep it polite. How can I help with your account?",
+    R.OUT_OF_DOMAIN: "I can only help with questions about {kb_title}.",
+    R.NO_RELEVANT_DOCS: "I couldn't find an answer to that in our help centre.",
+    R.LOW_CONFIDENCE: "I'm not confident I have the right answer to that in our help centre.",
+    R.NOT_GROUNDED: "I couldn't find a reliable answer to that in our help centre.",
+    R.UNSAFE_OUTPUT: "I couldn't produce a safe answer to that. Please rephrase your question.",
+    R.LLM_UNAVAILABLE: "I can't compose an answer right now. Please try again later.",
+    R.INDEX_UNAVAILABLE: "The help centre is temporarily unavailable. Please try again later.",
+}
+
+GREETING_MESSAGE = "Hello! Ask me anything about {kb_title} and I'll answer from our help centre."
+FALLBACK_HINT = " You can browse all help articles at {url}."
+
+
+def refusal_message(reason: R, kb_title: str, fallback_url: str | None, greeting: bool) -> str:
+    """The user-facing text for a refusal; not-found refusals point to the help centre."""
+    text = GREETING_MESSAGE if greeting else REFUSAL_MESSAGES[reason]
+    text = text.format(kb_title=kb_title)
+    if fallback_url and reason in (R.OUT_OF_DOMAIN, R.NO_RELEVANT_DOCS, R.LOW_CONFIDENCE, R.NOT_GROUNDED):
+        text += FALLBACK_HINT.format(url=fallback_url)
+    return text

@@ -1,0 +1,77 @@
+"""Per-run knobs: thresholds, top-k, switches and model choices.
+
+Read from `config["configurable"]` on every graph run, so a notebook, a test or an A/B run can
+override any of them for one call without touching process settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+
+def _knob(default: Any, description: str) -> Any:
+    return field(default=default, metadata={"description": description})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Documented knobs of one pipeline run. Defaults are calibrated on the golden sets."""
+
+    # moderate_input
+    max_input_chars: int = _knob(2000, "Questions longer than this are refused input_too_long.")
+    # classify
+    domain_min_similarity: float = _knob(
+        0.34, "Best cosine to any KB entry below which a question is out of domain."
+    )
+    domain_margin: float = _knob(
+        0.02, "How much closer to the KB than to generic off-topic exemplars a question must be."
+    )
+    greeting_min_similarity: float = _knob(
+        0.62, "Cosine to a greeting/small-talk exemplar above which a question is small talk."
+    )
+    # exact_match
+    exact_match: bool = _knob(True, "Answer verbatim when the question equals an FAQ question.")
+    # retrieve
+    use_bm25: bool = _knob(True, "Hybrid dense + BM25 retrieval (RRF); off means dense only.")
+    top_k: int = _knob(10, "Candidates retrieved before rerank.")
+    # rerank
+    rerank: bool = _knob(True, "Rescore candidates with the reranker; off keeps fusion order.")
+    min_relevance: float = _knob(
+        0.52, "Rerank score of the best candidate below which nothing relevant was found."
+    )
+    faq_answer_threshold: float = _knob(
+        0.74, "Rerank score above which one FAQ entry is answered verbatim (no LLM)."
+    )
+    faq_margin: float = _knob(
+        0.04, "Lead over the runner-up FAQ entry needed to answer it verbatim."
+    )
+    max_passages: int = _knob(4, "Most passages handed to the LLM.")
+    passage_min_ratio: float = _knob(
+        0.8, "Passages scoring below this share of the best score are not given to the LLM."
+    )
+    # generate
+    use_llm: bool = _knob(True, "Generate answers with the chat model when no FAQ entry fits.")
+    max_answer_tokens: int = _knob(300, "Completion token budget.")
+    context_token_budget: int = _knob(1500, "Token budget for passages in the prompt.")
+    # ground
+    grounding_min_similarity: float = _knob(
+        0.0, "Minimum claim-to-source cosine (0 keeps the grounding module's calibrated default)."
+    )
+    grounding_fallback_to_faq: bool = _knob(
+        True, "When an answer is not grounded but one FAQ entry clearly fits, answer with it."
+    )
+
+    @classmethod
+    def from_runnable_config(cls, config: RunnableConfig | None = None) -> RunConfig:
+        """Build from `config["configurable"]`, ignoring keys that are not knobs (thread_id...)."""
+        configurable = (config or {}).get("configurable") or {}
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in configurable.items() if k in names})
+
+    @classmethod
+    def describe(cls) -> dict[str, tuple[Any, str]]:
+        """{knob: (default, description)} for docs and `guardrag config`."""
+        return {f.name: (f.default, f.metadata["description"]) for f in fields(cls)}

@@ -1,0 +1,92 @@
+"""Process settings: endpoints, keys and paths, from GUARDRAG_* environment variables or `.env`.
+
+Validated once at start-up; a bad value stops the process with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(RuntimeError):
+    """A GUARDRAG_* setting is missing or malformed."""
+
+
+def _check_url(value: str | None, name: str) -> str | None:
+    if value in (None, ""):
+        return None
+    assert value is not None
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"{name} must be an http(s) URL like http://127.0.0.1:8080/v1, got {value!r}")
+    return value.rstrip("/")
+
+
+class Settings(BaseSettings):
+    """Everything that differs between deployments and is not a per-question knob."""
+
+    model_config = SettingsConfigDict(env_prefix="GUARDRAG_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(
+        Path("./data"), description="Where embedded shards, the audit log and checkpoints live."
+    )
+    default_kb: str = Field("kinetic", description="Knowledge base used when none is named.")
+    llm_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server)."
+    )
+    llm_model: str = Field("gpt-4o-mini", description="Chat model name at that endpoint.")
+    llm_api_key: SecretStr | None = Field(None, description="API key for the LLM endpoint.")
+    llm_timeout_s: float = Field(30.0, gt=0, description="Per-call LLM timeout in seconds.")
+    llm_max_retries: int = Field(2, ge=0, le=10, description="LLM retries with backoff.")
+    qdrant_url: str | None = Field(
+        None, description="Qdrant server or cluster URL; unset means embedded Qdrant Edge."
+    )
+    qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    api_key: SecretStr | None = Field(None, description="Key clients must send to the HTTP API.")
+    admin_token: SecretStr | None = Field(None, description="Token for the audit views.")
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _llm_url(cls, value: str | None) -> str | None:
+        return _check_url(value, "GUARDRAG_LLM_BASE_URL")
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _qdrant_url(cls, value: str | None) -> str | None:
+        return _check_url(value, "GUARDRAG_QDRANT_URL")
+
+    @field_validator("default_kb")
+    @classmethod
+    def _kb_name(cls, value: str) -> str:
+        return validate_kb_name(value)
+
+
+def validate_kb_name(name: str) -> str:
+    """KB names become directory and collection names: keep them boring."""
+    if not name or len(name) > 64 or not all(c.isalnum() or c in "-_" for c in name):
+        raise ValueError(f"knowledge base name must be 1-64 letters, digits, '-' or '_', got {name!r}")
+    return name
+
+
+def load_settings() -> Settings:
+    """Read and validate settings, turning pydantic's error into one clear line per problem."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"GUARDRAG_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise SettingsError(f"invalid settings: {problems}") from None
+
+
+def describe_settings() -> list[tuple[str, str]]:
+    """(variable, description) for every setting: `guardrag --help` and the README list them."""
+    return [
+        (f"GUARDRAG_{name.upper()}", field.description or "")
+        for name, field in Settings.model_fields.items()
+    ]

@@ -1,0 +1,71 @@
+"""Wires the nodes into the LangGraph state machine: one builder for the UI, CLI and notebooks."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from graph.context import Services
+from graph.edges import ROUTES, destinations, route_after
+from graph.state import InputState, PipelineState
+from nodes.classify import classify
+from nodes.common import NodeRuntime
+from nodes.exact_match import exact_match
+from nodes.finish import refuse, respond
+from nodes.generate import generate
+from nodes.ground import ground
+from nodes.moderate_input import moderate_input
+from nodes.moderate_output import moderate_output
+from nodes.rerank import rerank
+from nodes.retrieve import retrieve
+
+Node = Callable[[PipelineState, RunnableConfig, NodeRuntime], dict[str, Any]]
+
+NODES: dict[str, Node] = {
+    "moderate_input": moderate_input,
+    "classify": classify,
+    "exact_match": exact_match,
+    "retrieve": retrieve,
+    "rerank": rerank,
+    "generate": generate,
+    "ground": ground,
+    "moderate_output": moderate_output,
+    "respond": respond,
+    "refuse": refuse,
+}
+
+
+def timed(node: Node) -> Node:
+    """Stamps the node's wall time on the Decision it records."""
+
+    @functools.wraps(node)
+    def run(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+        start = time.perf_counter()
+        update = node(state, config, runtime)
+        ms = round((time.perf_counter() - start) * 1000, 3)
+        trail = update.get("trail")
+        if trail:
+            update["trail"] = [*trail[:-1], trail[-1].model_copy(update={"ms": ms})]
+        return update
+
+    return run
+
+
+def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The guarded answer pipeline; services arrive per invocation via `context=Services(...)`."""
+    graph = StateGraph(PipelineState, context_schema=Services, input_schema=InputState)
+    for name, node in NODES.items():
+        graph.add_node(name, timed(node))
+    graph.add_edge(START, "moderate_input")
+    for name in ROUTES:
+        graph.add_conditional_edges(name, route_after(name), destinations(name))
+    graph.add_edge("respond", END)
+    graph.add_edge("refuse", END)
+    return graph.compile(checkpointer=checkpointer, name="guardrag")

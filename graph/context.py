@@ -1,0 +1,27 @@
+"""Services the nodes use, injected through LangGraph's runtime context (never imported globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from langchain_core.language_models import BaseChatModel
+
+from guardrag.domain import DomainClassifier
+from guardrag.embedder import Embedder
+from guardrag.guards import InputGuard, OutputGuard
+from guardrag.rerank import Reranker
+from guardrag.store import VectorStore
+
+
+@dataclass(frozen=True)
+class Services:
+    """One bundle per process, shared by the UI, CLI, batch and notebooks (built in service.py)."""
+
+    store: VectorStore
+    embedder: Embedder
+    input_guard: InputGuard
+    output_guard: OutputGuard
+    domain: DomainClassifier
+    reranker: Reranker
+    chat_model: BaseChatModel | None = None
+    model_name: str = field(default="")

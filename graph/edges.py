@@ -1,0 +1,56 @@
+"""Conditional edges: where the pipeline goes after each node, from that node's own verdict.
+
+A refusal always goes to `refuse`. Otherwise the node's last Decision verdict is looked up in
+ROUTES; a verdict a node is not allowed to return is a bug and raises instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from graph.state import PipelineState
+
+NodeName = Literal[
+    "moderate_input", "classify", "exact_match", "retrieve", "rerank", "generate", "ground",
+    "moderate_output", "respond", "refuse",
+]
+
+ROUTES: dict[str, dict[str, NodeName]] = {
+    "moderate_input": {"pass": "classify"},
+    "classify": {"pass": "exact_match"},
+    "exact_match": {"hit": "moderate_output", "miss": "retrieve"},
+    "retrieve": {"pass": "rerank"},
+    "rerank": {"hit": "moderate_output", "pass": "generate"},
+    "generate": {"pass": "ground"},
+    "ground": {"pass": "moderate_output", "miss": "moderate_output"},
+    "moderate_output": {"pass": "respond"},
+}
+
+
+class UnknownRoute(RuntimeError):
+    """A node finished in a state its outgoing edge does not know how to route."""
+
+
+def route_after(node: str) -> Callable[[PipelineState], NodeName]:
+    """The edge function leaving `node`."""
+    table = ROUTES[node]
+
+    def route(state: PipelineState) -> NodeName:
+        if state.get("refusal") is not None:
+            return "refuse"
+        trail = state.get("trail") or []
+        if not trail or trail[-1].node != node:
+            raise UnknownRoute(f"{node} finished without recording a decision")
+        verdict = trail[-1].verdict
+        if verdict not in table:
+            raise UnknownRoute(f"{node} returned verdict {verdict!r} with no refusal; allowed: {sorted(table)}")
+        return table[verdict]
+
+    route.__name__ = f"after_{node}"
+    return route
+
+
+def destinations(node: str) -> list[NodeName]:
+    """Every node reachable from `node` in one step (for drawing and validation)."""
+    return sorted({*ROUTES[node].values(), "refuse"})

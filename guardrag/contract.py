@@ -1,0 +1,105 @@
+"""The result contract every caller sees (Python, CLI, HTTP, batch): ARCHITECTURE.md section 2."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class RefusalReason(StrEnum):
+    """Why a question was refused. Extend with care, never rename: auditors read these."""
+
+    EMPTY_INPUT = "empty_input"
+    INPUT_TOO_LONG = "input_too_long"
+    PROMPT_INJECTION = "prompt_injection"
+    JAILBREAK = "jailbreak"
+    HARMFUL_REQUEST = "harmful_request"
+    PII = "pii"
+    CREDENTIAL_REQUEST = "credential_request"
+    PAYMENT_DATA = "payment_data"
+    PROFANITY = "profanity"
+    OUT_OF_DOMAIN = "out_of_domain"
+    NO_RELEVANT_DOCS = "no_relevant_docs"
+    LOW_CONFIDENCE = "low_confidence"
+    NOT_GROUNDED = "not_grounded"
+    UNSAFE_OUTPUT = "unsafe_output"
+    LLM_UNAVAILABLE = "llm_unavailable"
+    INDEX_UNAVAILABLE = "index_unavailable"
+
+
+RefusalKind = Literal["blocked", "not_found", "error"]
+
+#: Every reason has exactly one kind, so "blocked" and "failed" are never confused.
+REASON_KIND: dict[RefusalReason, RefusalKind] = {
+    RefusalReason.EMPTY_INPUT: "blocked",
+    RefusalReason.INPUT_TOO_LONG: "blocked",
+    RefusalReason.PROMPT_INJECTION: "blocked",
+    RefusalReason.JAILBREAK: "blocked",
+    RefusalReason.HARMFUL_REQUEST: "blocked",
+    RefusalReason.PII: "blocked",
+    RefusalReason.CREDENTIAL_REQUEST: "blocked",
+    RefusalReason.PAYMENT_DATA: "blocked",
+    RefusalReason.PROFANITY: "blocked",
+    RefusalReason.UNSAFE_OUTPUT: "blocked",
+    RefusalReason.OUT_OF_DOMAIN: "not_found",
+    RefusalReason.NO_RELEVANT_DOCS: "not_found",
+    RefusalReason.LOW_CONFIDENCE: "not_found",
+    RefusalReason.NOT_GROUNDED: "not_found",
+    RefusalReason.LLM_UNAVAILABLE: "error",
+    RefusalReason.INDEX_UNAVAILABLE: "error",
+}
+
+Verdict = Literal["pass", "hit", "miss", "block", "error"]
+Route = Literal["exact_match", "semantic_match", "generated"]
+Outcome = Literal["answered", "refused"]
+
+
+class Decision(BaseModel):
+    """One node's verdict, with the evidence behind it: the unit of the audit trail."""
+
+    node: str
+    verdict: Verdict
+    reason: str = ""
+    score: float | None = None
+    threshold: float | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+    ms: float = 0.0
+
+
+class Refusal(BaseModel):
+    reason: RefusalReason
+    stage: str
+    kind: RefusalKind
+    message: str
+
+
+class Citation(BaseModel):
+    source_id: str
+    title: str
+    url: str | None = None
+    score: float = 0.0
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_cost_usd: float = 0.0
+
+
+class Result(BaseModel):
+    """What every caller gets back for one question."""
+
+    id: str | None = None
+    question: str
+    request_id: str
+    outcome: Outcome
+    route: Route | None = None
+    refusal: Refusal | None = None
+    answer: str
+    citations: list[Citation] = Field(default_factory=list)
+    confidence: float = 0.0
+    trail: list[Decision] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    latency_ms: float = 0.0

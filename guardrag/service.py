@@ -1,0 +1,130 @@
+"""The product's Python entry point: build services once, ask questions, get Result objects.
+
+The CLI, batch, Gradio app and notebooks all go through `Guardrag`, so they behave the same.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from config.settings import Settings, load_settings, validate_kb_name
+from graph.builder import build_graph
+from graph.context import Services
+from guardrag.contract import Refusal, Result, Usage
+from guardrag.domain import DomainClassifier
+from guardrag.embedder import Embedder, OnnxEmbedder
+from guardrag.guards import InputGuard, OutputGuard
+from guardrag.llm import load_chat_model
+from guardrag.rerank import FusedReranker, Reranker
+from guardrag.store import VectorStore, open_store
+
+
+def build_services(
+    settings: Settings,
+    *,
+    store: VectorStore | None = None,
+    embedder: Embedder | None = None,
+    chat_model: BaseChatModel | None = None,
+    reranker: Reranker | None = None,
+) -> Services:
+    """Real services from settings; tests pass fakes for any of them."""
+    embedder = embedder or OnnxEmbedder()
+    return Services(
+        store=store
+        or open_store(
+            settings.data_dir,
+            settings.qdrant_url,
+            settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+        ),
+        embedder=embedder,
+        input_guard=InputGuard(),
+        output_guard=OutputGuard(),
+        domain=DomainClassifier(embedder),
+        reranker=reranker or FusedReranker(),
+        chat_model=chat_model if chat_model is not None else load_chat_model(settings),
+        model_name=settings.llm_model,
+    )
+
+
+class Guardrag:
+    """Answers questions from one or more knowledge bases through the guarded graph."""
+
+    def __init__(self, services: Services, settings: Settings | None = None) -> None:
+        self.services = services
+        self.settings = settings or load_settings()
+        self.graph = build_graph()
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Guardrag:
+        settings = settings or load_settings()
+        return cls(build_services(settings, **overrides), settings)
+
+    def with_services(self, **changes: Any) -> Guardrag:
+        return Guardrag(replace(self.services, **changes), self.settings)
+
+    def ask(
+        self,
+        question: str,
+        kb: str | None = None,
+        *,
+        row_id: str | None = None,
+        knobs: dict[str, Any] | None = None,
+    ) -> Result:
+        """Run one question through the pipeline; never raises for a bad question."""
+        kb = validate_kb_name(kb or self.settings.default_kb)
+        request_id = str(uuid.uuid4())
+        start = time.perf_counter()
+        config: Any = {"configurable": {**(knobs or {})}, "run_name": "guardrag", "run_id": request_id}
+        state = self.graph.invoke({"question": question, "kb": kb}, config, context=self.services)
+        return to_result(state, question, request_id, row_id, (time.perf_counter() - start) * 1000)
+
+    def ask_many(
+        self,
+        rows: list[tuple[str | None, str]],
+        kb: str | None = None,
+        *,
+        concurrency: int = 1,
+        knobs: dict[str, Any] | None = None,
+        on_done: Callable[[], None] | None = None,
+    ) -> Iterator[Result]:
+        """Results for (row id, question) pairs, in input order, `concurrency` at a time."""
+
+        def one(row: tuple[str | None, str]) -> Result:
+            result = self.ask(row[1], kb, row_id=row[0], knobs=knobs)
+            if on_done:
+                on_done()
+            return result
+
+        if concurrency <= 1:
+            yield from map(one, rows)
+            return
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            yield from pool.map(one, rows)
+
+    def close(self) -> None:
+        self.services.store.close()
+
+
+def to_result(state: dict[str, Any], question: str, request_id: str, row_id: str | None, ms: float) -> Result:
+    refusal: Refusal | None = state.get("refusal")
+    return Result(
+        id=row_id,
+        question=question,
+        request_id=request_id,
+        outcome="refused" if refusal else "answered",
+        route=None if refusal else state.get("route"),
+        refusal=refusal,
+        answer=state.get("answer", ""),
+        citations=[] if refusal else state.get("citations", []),
+        confidence=0.0 if refusal else float(state.get("confidence", 0.0)),
+        trail=state.get("trail", []),
+        usage=state.get("usage") or Usage(),
+        latency_ms=round(ms, 3),
+    )

@@ -1,0 +1,104 @@
+"""The vector store interface: one small protocol, two adapters (embedded Qdrant Edge, Qdrant server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class IndexUnavailable(RuntimeError):
+    """The index cannot be opened or queried (missing KB, lock held by another process, corrupt shard).
+
+    The message is shown to operators as is: say what failed, where, and what to do.
+    """
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One FAQ entry or document chunk, as stored.
+
+    id: a UUID string (derived by ingest from the KB name and the row's source key).
+    dense: the L2-normalised MiniLM vector (named vector "dense").
+    sparse: the BM25 vector (named sparse vector "bm25", IDF modifier on the collection).
+    payload: question, answer, text, url, category, source_id, question_norm, content_hash, source_file, kind...
+    """
+
+    id: str
+    dense: list[float]
+    sparse: SparseVector
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A retrieved point with every score the rerank stage may need.
+
+    fused: the RRF-fused score (or the dense score when BM25 is off).
+    dense: cosine similarity of the query to the point's dense vector (always set).
+    sparse: the BM25 score when the point was found by the sparse query, else None.
+    """
+
+    id: str
+    payload: dict[str, Any]
+    fused: float
+    dense: float
+    sparse: float | None = None
+
+
+@dataclass(frozen=True)
+class KBInfo:
+    """A knowledge base's metadata, published atomically with its points."""
+
+    name: str
+    snapshot_id: str
+    count: int
+    dim: int
+    description: str = ""
+    fallback_url: str | None = None
+    updated_at: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class VectorStore(Protocol):
+    """What the pipeline and ingest need from Qdrant, whatever the deployment."""
+
+    def list_kbs(self) -> list[str]: ...
+
+    def kb_info(self, kb: str) -> KBInfo | None:
+        """The published metadata of a KB, or None if it does not exist."""
+        ...
+
+    def publish(self, kb: str, points: Iterable[Point], info: KBInfo) -> None:
+        """Replace the KB's content with these points, atomically: readers see the old or the new
+        snapshot, never a mix; on any error nothing is published and the old snapshot stays."""
+        ...
+
+    def points(self, kb: str) -> Iterable[Point]:
+        """Every point of the KB's current snapshot, with vectors and payload (ingest reuses
+        unchanged rows' vectors and keeps rows of other source files from it)."""
+        ...
+
+    def search(
+        self,
+        kb: str,
+        dense: Sequence[float],
+        sparse: SparseVector | None,
+        limit: int,
+    ) -> list[Hit]:
+        """Hybrid search (dense + BM25 fused with RRF); dense only when sparse is None."""
+        ...
+
+    def find_by_field(self, kb: str, key: str, value: str, limit: int = 5) -> list[Hit]:
+        """Points whose payload `key` equals `value` exactly (keyword index); scores are 1.0."""
+        ...
+
+    def drop(self, kb: str) -> None: ...
+
+    def close(self) -> None: ...

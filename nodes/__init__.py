@@ -1,0 +1,1 @@
+"""One module per pipeline stage; each node is `(state, config, runtime) -> partial update`."""

@@ -1,0 +1,56 @@
+"""classify: is the question about this knowledge base, off topic, or small talk?
+
+Evidence: the best cosine of the question to the KB's entries (a dense probe of the index)
+against its best cosine to generic off-topic and greeting exemplars, and names of other
+companies that the KB never mentions. Also embeds the question once for the later stages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from langchain_core.runnables import RunnableConfig
+
+from graph.state import PipelineState
+from guardrag.contract import RefusalReason
+from guardrag.store import IndexUnavailable
+from nodes.common import NodeRuntime, decide, knobs, refuse_with
+
+NODE = "classify"
+
+
+def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    services, run = runtime.context, knobs(config)
+    kb, question = state["kb"], state["question"]
+    vector = services.embedder.embed([question])[0]
+    try:
+        info = services.store.kb_info(kb)
+        if info is None:
+            raise IndexUnavailable(f"knowledge base {kb!r} does not exist; run `guardrag ingest`")
+        probe = services.store.search(kb, vector.tolist(), None, limit=1)
+        vocabulary = services.domain.vocabulary(
+            kb,
+            info.snapshot_id,
+            lambda: (f"{p.payload.get('title', '')} {p.payload.get('text', '')}" for p in services.store.points(kb)),
+        )
+    except IndexUnavailable as exc:
+        return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
+    kb_best = probe[0].dense if probe else 0.0
+    verdict = services.domain.classify(
+        question,
+        np.asarray(vector),
+        kb_best,
+        vocabulary,
+        min_similarity=run.domain_min_similarity,
+        margin=run.domain_margin,
+        greeting_similarity=run.greeting_min_similarity,
+    )
+    update: dict[str, Any] = {"query_vector": vector.tolist(), "domain": verdict.domain}
+    if verdict.domain == "in_domain":
+        decision = decide(NODE, "pass", verdict.rule, verdict.score, verdict.threshold, **verdict.detail)
+        return {**update, "trail": [decision]}
+    decision = decide(
+        NODE, "block", f"{verdict.domain}:{verdict.rule}", verdict.score, verdict.threshold, **verdict.detail
+    )
+    return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, **update)

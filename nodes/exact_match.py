@@ -1,0 +1,48 @@
+"""exact_match: answers verbatim when the question is an FAQ question, up to trivial rewording.
+
+Stage 1: normalised string equality (case, Unicode, apostrophes, punctuation, spaces).
+Stage 2 (near-exact): equal sets of content words, so "How do I top up?" == "how to top up".
+Evidence is a keyword-index lookup; no similarity threshold can be fooled here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph.state import Candidate, PipelineState
+from guardrag.contract import RefusalReason
+from guardrag.store import IndexUnavailable
+from guardrag.text import normalise, question_key
+from nodes.common import NodeRuntime, decide, knobs, refuse_with
+
+NODE = "exact_match"
+STAGES = (("question_norm", normalise), ("question_key", question_key))
+
+
+def exact_match(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    if not knobs(config).exact_match:
+        return {"trail": [decide(NODE, "miss", "disabled")]}
+    store, kb, question = runtime.context.store, state["kb"], state["question"]
+    for field_name, key_of in STAGES:
+        key = key_of(question)
+        if not key:
+            continue
+        try:
+            hits = store.find_by_field(kb, field_name, key, limit=2)
+        except IndexUnavailable as exc:
+            return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
+        if len(hits) == 1:  # two FAQ entries with one key are ambiguous: let retrieval decide
+            hit = hits[0]
+            match = Candidate(hit.id, hit.payload, 1.0, 1.0, None, 1.0)
+            decision = decide(NODE, "hit", field_name, 1.0, 1.0, source_id=hit.payload.get("source_id"))
+            return {
+                "answer": str(hit.payload.get("answer") or hit.payload.get("text")),
+                "route": "exact_match",
+                "passages": [match],
+                "citations": [match.citation()],
+                "confidence": 1.0,
+                "trail": [decision],
+            }
+    return {"trail": [decide(NODE, "miss", "no exact or near-exact question")]}

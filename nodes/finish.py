@@ -1,0 +1,39 @@
+"""respond and refuse: the two terminal nodes that shape what the caller sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from config.messages import refusal_message
+from graph.state import PipelineState
+from nodes.common import NodeRuntime, decide
+
+
+def respond(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    """Delivers the answer; the route and citations were set by the node that produced it."""
+    return {"trail": [decide("respond", "pass", state.get("route") or "answered")]}
+
+
+def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    """Writes the polite, reason-specific message; a refusal never carries citations."""
+    refusal = state["refusal"]
+    assert refusal is not None, "refuse reached without a refusal"
+    info = None
+    try:
+        info = runtime.context.store.kb_info(state["kb"])
+    except Exception:  # the refusal message must not fail because the index did
+        info = None
+    title = info.description if info and info.description else state.get("kb", "this service")
+    message = refusal_message(
+        refusal.reason, title, info.fallback_url if info else None, state.get("domain") == "greeting"
+    )
+    return {
+        "refusal": refusal.model_copy(update={"message": message}),
+        "answer": message,
+        "route": None,
+        "citations": [],
+        "confidence": 0.0,
+        "trail": [decide("refuse", "block", refusal.reason.value, stage=refusal.stage, kind=refusal.kind)],
+    }

@@ -1,0 +1,70 @@
+"""ground: refuses a drafted answer unless every claim is supported by the passages it cites.
+
+Evidence (per claim, from guardrag.grounding): embedding similarity and lexical overlap with the
+best source sentence, agreement of numbers and named entities, no negation flip, and citations
+only to passages that were actually given. An unsupported draft is replaced by the top FAQ entry
+verbatim when that entry clearly answers the question, else refused not_grounded.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph.state import Candidate, PipelineState
+from guardrag.contract import RefusalReason
+from guardrag.grounding import Passage, check_grounding
+from nodes.common import NodeRuntime, decide, knobs, refuse_with
+
+NODE = "ground"
+_CITATION = re.compile(r"\[(\d+)\]")
+
+
+def _renumber(answer: str, cited: list[int]) -> str:
+    """Citations become [1..k] in the order of the returned citation list."""
+    mapping = {old: new for new, old in enumerate(cited, start=1)}
+    return _CITATION.sub(lambda m: f"[{mapping[int(m.group(1))]}]" if int(m.group(1)) in mapping else "", answer)
+
+
+def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    run = knobs(config)
+    passages: list[Candidate] = state["passages"]
+    given = [
+        Passage(number=n, source_id=str(p.payload.get("source_id", p.id)), text=f"{p.payload.get('title', '')}. {p.payload.get('text', '')}")
+        for n, p in enumerate(passages, start=1)
+    ]
+    kwargs = {"min_similarity": run.grounding_min_similarity} if run.grounding_min_similarity else {}
+    report = check_grounding(state["draft"], given, runtime.context.embedder, **kwargs)
+    claims = [
+        {"claim": c.claim[:160], "supported": c.supported, "similarity": round(c.similarity, 3),
+         "overlap": round(c.overlap, 3), "passage": c.best_passage, "reason": c.reason}
+        for c in report.claims
+    ]
+    if report.supported:
+        cited = sorted(report.cited_numbers()) or [1]
+        decision = decide(NODE, "pass", report.reason or "all claims supported", report.score, None, claims=claims)
+        return {
+            "answer": _renumber(state["draft"], cited),
+            "route": "generated",
+            "citations": [passages[n - 1].citation() for n in cited],
+            "confidence": round(min(report.score, passages[cited[0] - 1].score), 4),
+            "trail": [decision],
+        }
+    faqs = [c for c in state.get("candidates", []) if c.is_faq]
+    if run.grounding_fallback_to_faq and faqs and faqs[0].score >= run.faq_answer_threshold:
+        decision = decide(
+            NODE, "miss", f"draft not grounded ({report.reason}); answered with the top FAQ entry",
+            faqs[0].score, run.faq_answer_threshold, claims=claims,
+        )
+        return {
+            "answer": str(faqs[0].payload.get("answer") or faqs[0].payload.get("text")),
+            "route": "semantic_match",
+            "passages": [faqs[0]],
+            "citations": [faqs[0].citation()],
+            "confidence": round(faqs[0].score, 4),
+            "trail": [decision],
+        }
+    decision = decide(NODE, "block", report.reason or "unsupported claims", report.score, None, claims=claims)
+    return refuse_with(RefusalReason.NOT_GROUNDED, decision)

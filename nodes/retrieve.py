@@ -1,0 +1,29 @@
+"""retrieve: hybrid search (dense MiniLM + BM25, fused with RRF in Qdrant) for candidates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from graph.state import Candidate, PipelineState
+from guardrag.contract import RefusalReason
+from guardrag.store import IndexUnavailable, bm25
+from nodes.common import NodeRuntime, decide, knobs, refuse_with
+
+NODE = "retrieve"
+
+
+def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    run = knobs(config)
+    sparse = bm25.encode_query(state["question"]) if run.use_bm25 else None
+    try:
+        hits = runtime.context.store.search(state["kb"], state["query_vector"], sparse, limit=run.top_k)
+    except IndexUnavailable as exc:
+        return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
+    candidates = [Candidate(h.id, h.payload, h.fused, h.dense, h.sparse, h.fused) for h in hits]
+    mode = "hybrid" if sparse is not None else "dense"
+    if not candidates:
+        return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decide(NODE, "miss", f"{mode}: no candidates"))
+    best = max(c.dense for c in candidates)
+    return {"candidates": candidates, "trail": [decide(NODE, "pass", mode, best, None, hits=len(candidates))]}

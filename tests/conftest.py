@@ -1,0 +1,69 @@
+"""Shared fixtures: the real embedder and a real (local-mode) Qdrant with the sample KB."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from config.settings import Settings  # noqa: E402
+from guardrag.embedder import OnnxEmbedder  # noqa: E402
+from guardrag.ingest import ingest  # noqa: E402
+from guardrag.store import VectorStore  # noqa: E402
+from guardrag.store.server import ServerStore  # noqa: E402
+from tests.fakes import ScriptedChatModel  # noqa: E402
+
+if TYPE_CHECKING:
+    from guardrag.service import Guardrag
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"
+SHARED_DATA = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data"))
+KB = "kinetic"
+
+
+@pytest.fixture(scope="session")
+def embedder() -> OnnxEmbedder:
+    return OnnxEmbedder()
+
+
+@pytest.fixture(scope="session")
+def sample_store(embedder: OnnxEmbedder) -> Iterator[VectorStore]:
+    """The sample KB in qdrant-client's in-process mode: the real Qdrant API, no server."""
+    store = ServerStore(location=":memory:")
+    ingest(store, embedder, KB, [SAMPLE_FAQ], description="Kinetic Wallet",
+           fallback_url="https://help.kineticwallet.example/")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path, default_kb=KB)
+
+
+@pytest.fixture
+def chat() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def bot(settings: Settings, sample_store: VectorStore, embedder: OnnxEmbedder, chat: ScriptedChatModel) -> Guardrag:
+    """The real pipeline over the sample KB, with a scripted chat model."""
+    from guardrag.service import Guardrag, build_services
+
+    return Guardrag(build_services(settings, store=sample_store, embedder=embedder, chat_model=chat), settings)
+
+
+def shared(*parts: str) -> Path:
+    """A file under ../shared/data, or skip the test when that folder is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return path
