@@ -40,13 +40,21 @@ class RunConfig:
     # rerank
     rerank: bool = _knob(True, "Rescore candidates with the reranker; off keeps fusion order.")
     min_relevance: float = _knob(
-        0.52, "Rerank score of the best candidate below which nothing relevant was found."
+        0.35, "Rerank score of the best candidate below which nothing relevant was found."
+    )
+    min_evidence_coverage: float = _knob(
+        0.3,
+        "Share of the question's IDF-weighted words the passages must contain before an LLM "
+        "is asked (unless the best passage is semantically very close, see strong_semantic).",
+    )
+    strong_semantic: float = _knob(
+        0.7, "Semantic similarity of the best passage that counts as evidence on its own."
     )
     faq_answer_threshold: float = _knob(
-        0.74, "Rerank score above which one FAQ entry is answered verbatim (no LLM)."
+        0.45, "Rerank score above which one FAQ entry is answered verbatim (no LLM)."
     )
     faq_margin: float = _knob(
-        0.04, "Lead over the runner-up FAQ entry needed to answer it verbatim."
+        0.09, "Lead over the runner-up entry needed to answer an FAQ entry verbatim."
     )
     max_passages: int = _knob(4, "Most passages handed to the LLM.")
     passage_min_ratio: float = _knob(

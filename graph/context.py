@@ -9,6 +9,7 @@ from langchain_core.language_models import BaseChatModel
 from guardrag.domain import DomainClassifier
 from guardrag.embedder import Embedder
 from guardrag.guards import InputGuard, OutputGuard
+from guardrag.kb_stats import KBStatsCache
 from guardrag.rerank import Reranker
 from guardrag.store import VectorStore
 
@@ -23,5 +24,6 @@ class Services:
     output_guard: OutputGuard
     domain: DomainClassifier
     reranker: Reranker
+    kb_stats: KBStatsCache = field(default_factory=KBStatsCache)
     chat_model: BaseChatModel | None = None
     model_name: str = field(default="")

@@ -26,6 +26,7 @@ class Candidate:
     payload: dict[str, Any]
     fused: float
     dense: float
+    content: float | None
     sparse: float | None
     score: float
 

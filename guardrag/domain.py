@@ -7,9 +7,6 @@ No per-KB hand-written rules.
 
 from __future__ import annotations
 
-import re
-import threading
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +14,7 @@ import numpy as np
 
 from config.exemplars import GREETINGS, OFF_TOPIC, OTHER_BRANDS
 from guardrag.embedder import Embedder
-from guardrag.text import normalise
-
-_WORD = re.compile(r"[a-z0-9]+")
+from guardrag.kb_stats import joined_words
 
 
 @dataclass(frozen=True)
@@ -31,34 +26,12 @@ class DomainVerdict:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def _joined_words(text: str) -> set[str]:
-    """Words and adjacent pairs glued together, so "Grab Pay" and "GrabPay" both match."""
-    words = _WORD.findall(normalise(text))
-    return set(words) | {a + b for a, b in zip(words, words[1:], strict=False)}
-
-
 class DomainClassifier:
-    """Holds exemplar embeddings (computed once) and each KB's vocabulary (per snapshot)."""
+    """Holds the exemplar embeddings, computed once per process."""
 
     def __init__(self, embedder: Embedder) -> None:
         self._off_topic = embedder.embed(list(OFF_TOPIC))
         self._greetings = embedder.embed(list(GREETINGS))
-        self._vocab: dict[tuple[str, str], frozenset[str]] = {}
-        self._lock = threading.Lock()
-
-    def vocabulary(
-        self, kb: str, snapshot_id: str, texts: Callable[[], Iterable[str]]
-    ) -> frozenset[str]:
-        """Words of a KB snapshot, computed once per snapshot from `texts()`."""
-        key = (kb, snapshot_id)
-        with self._lock:
-            if key not in self._vocab:
-                words: set[str] = set()
-                for text in texts():
-                    words |= _joined_words(text)
-                self._vocab = {k: v for k, v in self._vocab.items() if k[0] != kb}
-                self._vocab[key] = frozenset(words)
-            return self._vocab[key]
 
     def classify(
         self,
@@ -76,7 +49,7 @@ class DomainClassifier:
         scores = {"kb": round(kb_best, 4), "off_topic": round(off_topic, 4), "greeting": round(greeting, 4)}
         if greeting >= greeting_similarity and greeting > kb_best:
             return DomainVerdict("greeting", "greeting_similarity", greeting, greeting_similarity, scores)
-        foreign = sorted((_joined_words(question) & OTHER_BRANDS) - kb_vocabulary)
+        foreign = sorted((joined_words(question) & OTHER_BRANDS) - kb_vocabulary)
         if foreign:
             return DomainVerdict(
                 "out_of_domain", "other_brand", kb_best, min_similarity, {**scores, "brands": foreign}

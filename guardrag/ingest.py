@@ -51,7 +51,7 @@ class Entry:
 
     @property
     def embed_text(self) -> str:
-        """FAQ entries are matched question-to-question; chunks by their titled text."""
+        """The title vector: FAQ entries are matched question-to-question, chunks by titled text."""
         return self.title if self.kind == "faq" else f"{self.title}\n{self.text}"
 
     @property
@@ -324,7 +324,7 @@ def ingest(
         pid = point_id(kb, entry.source_id)
         old = previous.get(pid)
         if old is not None and old.payload.get("content_hash") == entry.content_hash:
-            fresh[pid] = Point(pid, old.dense, old.sparse, entry.payload())
+            fresh[pid] = Point(pid, old.dense, old.sparse, entry.payload(), old.content)
             report.unchanged += 1
         else:
             to_embed.append(entry)
@@ -335,10 +335,11 @@ def ingest(
     for start in range(0, len(to_embed), batch_size):
         batch = to_embed[start : start + batch_size]
         dense = embedder.embed([e.embed_text for e in batch])
+        content = embedder.embed([e.text for e in batch])
         sparse = bm25.encode_documents([e.sparse_text for e in batch])
-        for entry, vector, sparse_vector in zip(batch, dense, sparse, strict=True):
+        for entry, title_vector, body_vector, sparse_vector in zip(batch, dense, content, sparse, strict=True):
             pid = point_id(kb, entry.source_id)
-            fresh[pid] = Point(pid, vector.tolist(), sparse_vector, entry.payload())
+            fresh[pid] = Point(pid, title_vector.tolist(), sparse_vector, entry.payload(), body_vector.tolist())
         if progress:
             progress(len(batch))
     kept = {

@@ -28,10 +28,20 @@ def normalise(text: str) -> str:
 
 
 def _stem(word: str) -> str:
-    """A deliberately light stemmer: plural and common verb endings, enough for overlap."""
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+    """A deliberately light stemmer (plurals, -ing, -ed, final e): enough for word overlap.
+
+    "warnings", "warning" and "warned" all become "warn"; "requires" and "required" "requir".
+    """
+    if len(word) > 4 and word.endswith("ies"):
+        word = word[:-3] + "y"
+    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: len(word) - len(suffix)] + keep
+            word = word[: -len(suffix)]
+            break
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
     return word
 
 

@@ -29,11 +29,7 @@ def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         if info is None:
             raise IndexUnavailable(f"knowledge base {kb!r} does not exist; run `guardrag ingest`")
         probe = services.store.search(kb, vector.tolist(), None, limit=1)
-        vocabulary = services.domain.vocabulary(
-            kb,
-            info.snapshot_id,
-            lambda: (f"{p.payload.get('title', '')} {p.payload.get('text', '')}" for p in services.store.points(kb)),
-        )
+        stats = services.kb_stats.get(services.store, kb, info.snapshot_id)
     except IndexUnavailable as exc:
         return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
     kb_best = probe[0].dense if probe else 0.0
@@ -41,7 +37,7 @@ def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         question,
         np.asarray(vector),
         kb_best,
-        vocabulary,
+        stats.vocabulary,
         min_similarity=run.domain_min_similarity,
         margin=run.domain_margin,
         greeting_similarity=run.greeting_min_similarity,

@@ -35,7 +35,7 @@ def exact_match(state: PipelineState, config: RunnableConfig, runtime: NodeRunti
             return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
         if len(hits) == 1:  # two FAQ entries with one key are ambiguous: let retrieval decide
             hit = hits[0]
-            match = Candidate(hit.id, hit.payload, 1.0, 1.0, None, 1.0)
+            match = Candidate(hit.id, hit.payload, fused=1.0, dense=1.0, content=None, sparse=None, score=1.0)
             decision = decide(NODE, "hit", field_name, 1.0, 1.0, source_id=hit.payload.get("source_id"))
             return {
                 "answer": str(hit.payload.get("answer") or hit.payload.get("text")),

@@ -52,18 +52,21 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "confidence": round(min(report.score, passages[cited[0] - 1].score), 4),
             "trail": [decision],
         }
-    faqs = [c for c in state.get("candidates", []) if c.is_faq]
-    if run.grounding_fallback_to_faq and faqs and faqs[0].score >= run.faq_answer_threshold:
+    ranked = state.get("candidates", [])
+    lead = ranked[0].score - ranked[1].score if len(ranked) > 1 else 1.0
+    clear = bool(ranked) and ranked[0].is_faq and ranked[0].score >= run.faq_answer_threshold
+    if run.grounding_fallback_to_faq and clear and lead >= run.faq_margin:
+        faq = ranked[0]
         decision = decide(
             NODE, "miss", f"draft not grounded ({report.reason}); answered with the top FAQ entry",
-            faqs[0].score, run.faq_answer_threshold, claims=claims,
+            faq.score, run.faq_answer_threshold, claims=claims, lead=round(lead, 4),
         )
         return {
-            "answer": str(faqs[0].payload.get("answer") or faqs[0].payload.get("text")),
+            "answer": str(faq.payload.get("answer") or faq.payload.get("text")),
             "route": "semantic_match",
-            "passages": [faqs[0]],
-            "citations": [faqs[0].citation()],
-            "confidence": round(faqs[0].score, 4),
+            "passages": [faq],
+            "citations": [faq.citation()],
+            "confidence": round(faq.score, 4),
             "trail": [decision],
         }
     decision = decide(NODE, "block", report.reason or "unsupported claims", report.score, None, claims=claims)

@@ -1,8 +1,11 @@
 """rerank: rescores candidates, drops duplicates, and decides how the question will be answered.
 
 - best score below `min_relevance`: refused no_relevant_docs (nothing in the KB answers it);
-- one FAQ entry scores above `faq_answer_threshold` and leads the next FAQ by `faq_margin`:
-  answered with that entry verbatim (route semantic_match, no LLM);
+- the best is an FAQ entry scoring above `faq_answer_threshold` and leads the runner-up by
+  `faq_margin`: answered with that entry verbatim (route semantic_match, no LLM);
+- the passages neither come semantically close (`strong_semantic`) nor contain enough of the
+  question's IDF-weighted words (`min_evidence_coverage`): refused no_relevant_docs before any
+  LLM is asked (the KB has no evidence for this question);
 - otherwise the passages within `passage_min_ratio` of the best go to `generate`
   (or, with the LLM switched off, the question is refused low_confidence).
 """
@@ -17,7 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from config.run_config import RunConfig
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
-from guardrag.rerank import FusedReranker, RerankUnavailable
+from guardrag.kb_stats import point_text
+from guardrag.rerank import FusedReranker, RerankUnavailable, lexical_coverage, semantic_similarity
 from guardrag.text import normalise
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
@@ -25,15 +29,17 @@ NODE = "rerank"
 _FALLBACK = FusedReranker()
 
 
-def _score(question: str, candidates: list[Candidate], run: RunConfig, runtime: NodeRuntime) -> tuple[list[Candidate], str]:
+def _score(
+    question: str, kb: str, candidates: list[Candidate], run: RunConfig, runtime: NodeRuntime
+) -> tuple[list[Candidate], str]:
     if not run.rerank:  # fusion order, with the calibrated dense cosine as the score
         return [replace(c, score=c.dense) for c in candidates], "off"
-    reranker = runtime.context.reranker
+    reranker, stats = runtime.context.reranker, runtime.context.kb_stats.peek(kb)
     try:
-        scores = reranker.score(question, candidates)
+        scores = reranker.score(question, candidates, stats)
         name = reranker.name
     except RerankUnavailable as exc:
-        scores, name = _FALLBACK.score(question, candidates), f"fused (fallback: {exc})"
+        scores, name = _FALLBACK.score(question, candidates, stats), f"fused (fallback: {exc})"
     ranked = sorted(
         (replace(c, score=float(s)) for c, s in zip(candidates, scores, strict=True)),
         key=lambda c: c.score,
@@ -69,37 +75,49 @@ def _passages(ranked: list[Candidate], run: RunConfig) -> list[Candidate]:
 
 
 def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
-    run = knobs(config)
-    ranked, name = _score(state["question"], state["candidates"], run, runtime)
+    run, question = knobs(config), state["question"]
+    ranked, name = _score(question, state["kb"], state["candidates"], run, runtime)
     ranked = _dedupe(ranked)
     best = ranked[0]
     top = [{"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]]
     if best.score < run.min_relevance:
         decision = decide(NODE, "miss", f"{name}: best below min_relevance", best.score, run.min_relevance, top=top)
         return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, candidates=ranked)
-    faqs = [c for c in ranked if c.is_faq]
-    if faqs and faqs[0].score >= run.faq_answer_threshold:
-        lead = faqs[0].score - (faqs[1].score if len(faqs) > 1 else 0.0)
-        if lead >= run.faq_margin:
-            decision = decide(
-                NODE, "hit", f"{name}: confident FAQ entry", faqs[0].score, run.faq_answer_threshold,
-                lead=round(lead, 4), margin=run.faq_margin, top=top,
-            )
-            return {
-                "candidates": ranked,
-                "passages": [faqs[0]],
-                "answer": str(faqs[0].payload.get("answer") or faqs[0].payload.get("text")),
-                "route": "semantic_match",
-                "citations": [faqs[0].citation()],
-                "confidence": round(faqs[0].score, 4),
-                "trail": [decision],
-            }
+    lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
+    if best.is_faq and best.score >= run.faq_answer_threshold and lead >= run.faq_margin:
+        decision = decide(
+            NODE, "hit", f"{name}: confident FAQ entry", best.score, run.faq_answer_threshold,
+            lead=round(lead, 4), margin=run.faq_margin, top=top,
+        )
+        return {
+            "candidates": ranked,
+            "passages": [best],
+            "answer": str(best.payload.get("answer") or best.payload.get("text")),
+            "route": "semantic_match",
+            "citations": [best.citation()],
+            "confidence": round(best.score, 4),
+            "trail": [decision],
+        }
+    passages = _passages(ranked, run)
+    semantic = semantic_similarity(best)
+    evidence = lexical_coverage(
+        question, [point_text(p.payload) for p in passages], runtime.context.kb_stats.peek(state["kb"])
+    )
+    evidence_detail = {"semantic": round(semantic, 4), "strong_semantic": run.strong_semantic, "top": top}
+    if semantic < run.strong_semantic and evidence < run.min_evidence_coverage:
+        decision = decide(
+            NODE, "miss", f"{name}: passages lack the question's key terms",
+            evidence, run.min_evidence_coverage, **evidence_detail,
+        )
+        return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, candidates=ranked)
     if not run.use_llm:
         decision = decide(
             NODE, "miss", f"{name}: no confident FAQ entry and the LLM is off",
-            faqs[0].score if faqs else best.score, run.faq_answer_threshold, top=top,
+            best.score, run.faq_answer_threshold, lead=round(lead, 4), top=top,
         )
         return refuse_with(RefusalReason.LOW_CONFIDENCE, decision, candidates=ranked)
-    passages = _passages(ranked, run)
-    decision = decide(NODE, "pass", f"{name}: {len(passages)} passages to generate", best.score, run.min_relevance, top=top)
+    decision = decide(
+        NODE, "pass", f"{name}: {len(passages)} passages to generate", evidence,
+        run.min_evidence_coverage, **evidence_detail,
+    )
     return {"candidates": ranked, "passages": passages, "trail": [decision]}

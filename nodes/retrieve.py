@@ -21,7 +21,10 @@ def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         hits = runtime.context.store.search(state["kb"], state["query_vector"], sparse, limit=run.top_k)
     except IndexUnavailable as exc:
         return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
-    candidates = [Candidate(h.id, h.payload, h.fused, h.dense, h.sparse, h.fused) for h in hits]
+    candidates = [
+        Candidate(h.id, h.payload, fused=h.fused, dense=h.dense, content=h.content, sparse=h.sparse, score=h.fused)
+        for h in hits
+    ]
     mode = "hybrid" if sparse is not None else "dense"
     if not candidates:
         return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decide(NODE, "miss", f"{mode}: no candidates"))

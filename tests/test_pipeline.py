@@ -35,17 +35,17 @@ def test_near_exact_rewording_hits_stage_two(bot: Guardrag) -> None:
 
 
 def test_confident_paraphrase_is_a_semantic_match_without_llm(bot: Guardrag, chat: ScriptedChatModel) -> None:
-    result = bot.ask("how can I register for a kinetic wallet account")
+    result = bot.ask("I want to delete my Kinetic account")
     assert result.outcome == "answered" and result.route == "semantic_match", result.trail
-    assert result.citations[0].source_id == "kw-account-001"
+    assert result.citations[0].source_id == "kw-closure-001"
     rerank = next(d for d in result.trail if d.node == "rerank")
     assert rerank.verdict == "hit" and rerank.score is not None and rerank.threshold is not None
     assert rerank.score >= rerank.threshold and chat.calls == []
 
 
 def _generation_question(bot: Guardrag) -> str:
-    """A question that needs the LLM: two FAQ entries are relevant, neither decisively."""
-    return "What are the fees and limits for sending money to another bank?"
+    """A question that needs the LLM: several FAQ entries are relevant, none decisively."""
+    return "is it free to top up my wallet?"
 
 
 def test_generated_answer_cites_the_passages_it_used(bot: Guardrag, chat: ScriptedChatModel) -> None:
@@ -108,7 +108,7 @@ def test_attacks_are_blocked_at_moderate_input(bot: Guardrag, question: str, rea
     assert result.refusal and result.refusal.reason.value == reason
     assert result.refusal.kind == "blocked" and result.refusal.stage == "moderate_input"
     assert result.citations == [] and nodes(result) == ["moderate_input", "refuse"]
-    assert "4111" not in result.model_dump_json()
+    assert "4111" not in str([d.model_dump() for d in result.trail])  # the audit trail masks it
 
 
 def test_too_long_input_is_refused(bot: Guardrag) -> None:
@@ -132,9 +132,9 @@ def test_greeting_gets_a_friendly_refusal(bot: Guardrag) -> None:
 
 
 def test_unanswerable_in_domain_question_is_refused_before_generation(bot: Guardrag, chat: ScriptedChatModel) -> None:
-    result = bot.ask("Who is the CEO of Kinetic Pay?")
-    assert result.refusal and result.refusal.kind == "not_found", result.trail
-    assert chat.calls == []
+    result = bot.ask("Does Kinetic Wallet sell travel insurance?")
+    assert result.refusal and result.refusal.reason.value == "no_relevant_docs", result.trail
+    assert result.refusal.stage == "rerank" and chat.calls == []
 
 
 def test_missing_kb_is_index_unavailable(bot: Guardrag) -> None:

@@ -28,12 +28,15 @@ class Point:
     dense: the L2-normalised MiniLM vector (named vector "dense").
     sparse: the BM25 vector (named sparse vector "bm25", IDF modifier on the collection).
     payload: question, answer, text, url, category, source_id, question_norm, content_hash, source_file, kind...
+    content: the MiniLM vector of the answer / chunk body (named vector "content"), when given:
+        the title vector catches paraphrased questions, the content vector what the entry says.
     """
 
     id: str
     dense: list[float]
     sparse: SparseVector
     payload: dict[str, Any]
+    content: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Hit:
     fused: the RRF-fused score (or the dense score when BM25 is off).
     dense: cosine similarity of the query to the point's dense vector (always set).
     sparse: the BM25 score when the point was found by the sparse query, else None.
+    content: cosine of the query to the point's content vector, when it has one.
     """
 
     id: str
@@ -50,6 +54,7 @@ class Hit:
     fused: float
     dense: float
     sparse: float | None = None
+    content: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,8 @@ class VectorStore(Protocol):
         sparse: SparseVector | None,
         limit: int,
     ) -> list[Hit]:
-        """Hybrid search (dense + BM25 fused with RRF); dense only when sparse is None."""
+        """Hybrid search (title and content vectors + BM25, fused with RRF); title vector only
+        when sparse is None. Hits carry the cosines to both vectors either way."""
         ...
 
     def find_by_field(self, kb: str, key: str, value: str, limit: int = 5) -> list[Hit]:

@@ -1,0 +1,3 @@
+from guardrag.cli import main
+
+main()

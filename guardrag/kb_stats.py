@@ -1,0 +1,88 @@
+"""Per-snapshot statistics of a knowledge base: its vocabulary and word document frequencies.
+
+Computed once per published snapshot from the points themselves (so they follow every
+re-ingest) and shared by `classify` (names the KB never mentions) and `rerank` (IDF weights).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from guardrag.store import VectorStore
+from guardrag.text import content_words, normalise
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def joined_words(text: str) -> set[str]:
+    """Words, and runs of two or three glued together, so "Grab Pay" matches "GrabPay" and
+    "Touch 'n Go" matches "touchngo"."""
+    words = _WORD.findall(normalise(text))
+    pairs = {a + b for a, b in zip(words, words[1:], strict=False)}
+    triples = {a + b + c for a, b, c in zip(words, words[1:], words[2:], strict=False)}
+    return set(words) | pairs | triples
+
+
+@dataclass(frozen=True)
+class KBStats:
+    snapshot_id: str
+    vocabulary: frozenset[str]
+    doc_freq: dict[str, int]
+    n_docs: int
+
+    @classmethod
+    def from_texts(cls, snapshot_id: str, texts: Iterable[str]) -> KBStats:
+        vocabulary: set[str] = set()
+        doc_freq: Counter[str] = Counter()
+        n_docs = 0
+        for text in texts:
+            n_docs += 1
+            vocabulary |= joined_words(text)
+            doc_freq.update(set(content_words(text)))
+        return cls(snapshot_id, frozenset(vocabulary), dict(doc_freq), n_docs)
+
+    def idf(self, word: str) -> float:
+        """BM25-style IDF; a word the KB never uses weighs the most."""
+        return math.log((self.n_docs + 1) / (self.doc_freq.get(word, 0) + 0.5))
+
+    def idf_coverage(self, query: str, text: str) -> float:
+        """IDF-weighted share of the query's content words found in `text`.
+
+        Covering "fee" matters; covering the KB's own brand name (in every entry) barely does.
+        """
+        wanted = set(content_words(query))
+        if not wanted:
+            return 0.0
+        present = set(content_words(text))
+        total = sum(self.idf(w) for w in wanted)
+        return sum(self.idf(w) for w in wanted if w in present) / total if total else 0.0
+
+
+def point_text(payload: dict[str, object]) -> str:
+    return f"{payload.get('title') or ''} {payload.get('text') or ''}"
+
+
+class KBStatsCache:
+    """Statistics per KB, recomputed when the KB's snapshot id changes."""
+
+    def __init__(self) -> None:
+        self._stats: dict[str, KBStats] = {}
+        self._lock = threading.Lock()
+
+    def peek(self, kb: str) -> KBStats | None:
+        """The statistics last computed for `kb` (classify computes them for every question)."""
+        with self._lock:
+            return self._stats.get(kb)
+
+    def get(self, store: VectorStore, kb: str, snapshot_id: str) -> KBStats:
+        with self._lock:
+            cached = self._stats.get(kb)
+            if cached is None or cached.snapshot_id != snapshot_id:
+                cached = KBStats.from_texts(snapshot_id, (point_text(p.payload) for p in store.points(kb)))
+                self._stats[kb] = cached
+            return cached
