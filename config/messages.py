@@ -35,6 +35,11 @@ def refusal_message(reason: R, kb_title: str, fallback_url: str | None, greeting
     """The user-facing text for a refusal; not-found refusals point to the help centre."""
     text = GREETING_MESSAGE if greeting else REFUSAL_MESSAGES[reason]
     text = text.format(kb_title=kb_title)
-    if fallback_url and reason in (R.OUT_OF_DOMAIN, R.NO_RELEVANT_DOCS, R.LOW_CONFIDENCE, R.NOT_GROUNDED):
+    if fallback_url and reason in (
+        R.OUT_OF_DOMAIN,
+        R.NO_RELEVANT_DOCS,
+        R.LOW_CONFIDENCE,
+        R.NOT_GROUNDED,
+    ):
         text += FALLBACK_HINT.format(url=fallback_url)
     return text

@@ -22,7 +22,9 @@ def _check_url(value: str | None, name: str) -> str | None:
     assert value is not None
     parsed = urlparse(value)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(f"{name} must be an http(s) URL like http://127.0.0.1:8080/v1, got {value!r}")
+        raise ValueError(
+            f"{name} must be an http(s) URL like http://127.0.0.1:8080/v1, got {value!r}"
+        )
     return value.rstrip("/")
 
 
@@ -68,7 +70,9 @@ class Settings(BaseSettings):
 def validate_kb_name(name: str) -> str:
     """KB names become directory and collection names: keep them boring."""
     if not name or len(name) > 64 or not all(c.isalnum() or c in "-_" for c in name):
-        raise ValueError(f"knowledge base name must be 1-64 letters, digits, '-' or '_', got {name!r}")
+        raise ValueError(
+            f"knowledge base name must be 1-64 letters, digits, '-' or '_', got {name!r}"
+        )
     return name
 
 

@@ -58,14 +58,17 @@ def timed(node: Node) -> Node:
     return run
 
 
-def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+def build_graph(
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The guarded answer pipeline; services arrive per invocation via `context=Services(...)`."""
     graph = StateGraph(PipelineState, context_schema=Services, input_schema=InputState)
     for name, node in NODES.items():
-        graph.add_node(name, timed(node))
+        # langgraph's overloads type (state, config) and (state, runtime) nodes but not both.
+        graph.add_node(name, timed(node))  # type: ignore[call-overload]
     graph.add_edge(START, "moderate_input")
     for name in ROUTES:
-        graph.add_conditional_edges(name, route_after(name), destinations(name))
+        graph.add_conditional_edges(name, route_after(name), list[str](destinations(name)))
     graph.add_edge("respond", END)
     graph.add_edge("refuse", END)
     return graph.compile(checkpointer=checkpointer, name="guardrag")

@@ -12,8 +12,16 @@ from typing import Literal
 from graph.state import PipelineState
 
 NodeName = Literal[
-    "moderate_input", "classify", "exact_match", "retrieve", "rerank", "generate", "ground",
-    "moderate_output", "respond", "refuse",
+    "moderate_input",
+    "classify",
+    "exact_match",
+    "retrieve",
+    "rerank",
+    "generate",
+    "ground",
+    "moderate_output",
+    "respond",
+    "refuse",
 ]
 
 ROUTES: dict[str, dict[str, NodeName]] = {
@@ -44,7 +52,9 @@ def route_after(node: str) -> Callable[[PipelineState], NodeName]:
             raise UnknownRoute(f"{node} finished without recording a decision")
         verdict = trail[-1].verdict
         if verdict not in table:
-            raise UnknownRoute(f"{node} returned verdict {verdict!r} with no refusal; allowed: {sorted(table)}")
+            raise UnknownRoute(
+                f"{node} returned verdict {verdict!r} with no refusal; allowed: {sorted(table)}"
+            )
         return table[verdict]
 
     route.__name__ = f"after_{node}"

@@ -25,7 +25,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-KbOption = Annotated[str | None, typer.Option("--kb", help="Knowledge base name (default GUARDRAG_DEFAULT_KB).")]
+KbOption = Annotated[
+    str | None, typer.Option("--kb", help="Knowledge base name (default GUARDRAG_DEFAULT_KB).")
+]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -42,12 +44,25 @@ def _kb(name: str | None) -> str:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="FAQ files (.json, .jsonl, .csv) or documents (.md, .txt, .jsonl with text).")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="FAQ files (.json, .jsonl, .csv) or documents (.md, .txt, .jsonl with text)."
+        ),
+    ],
     kb: KbOption = None,
-    description: Annotated[str | None, typer.Option(help="What the KB is about, e.g. 'Kinetic Wallet'.")] = None,
-    fallback_url: Annotated[str | None, typer.Option(help="Help-centre URL shown when nothing fits.")] = None,
-    columns: Annotated[str | None, typer.Option(help="Column names, e.g. question=Q,answer=A,id=ref.")] = None,
-    skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed rows instead of stopping.")] = False,
+    description: Annotated[
+        str | None, typer.Option(help="What the KB is about, e.g. 'Kinetic Wallet'.")
+    ] = None,
+    fallback_url: Annotated[
+        str | None, typer.Option(help="Help-centre URL shown when nothing fits.")
+    ] = None,
+    columns: Annotated[
+        str | None, typer.Option(help="Column names, e.g. question=Q,answer=A,id=ref.")
+    ] = None,
+    skip_bad_rows: Annotated[
+        bool, typer.Option(help="Report and skip malformed rows instead of stopping.")
+    ] = False,
 ) -> None:
     """Add or update a knowledge base from files (idempotent; removes rows deleted from a file)."""
     from guardrag.embedder import OnnxEmbedder
@@ -59,12 +74,23 @@ def ingest(
     settings = load_settings()
     mapping = parse_columns(columns)
     total = len(load_entries(paths, mapping, skip_bad_rows)[0])
-    store = open_store(settings.data_dir, settings.qdrant_url, settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None)
+    store = open_store(
+        settings.data_dir,
+        settings.qdrant_url,
+        settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+    )
     try:
         with tqdm(total=total, desc=f"ingest {name}", unit="entry", file=sys.stderr) as bar:
             report = run_ingest(
-                store, OnnxEmbedder(), name, paths, columns=mapping, description=description,
-                fallback_url=fallback_url, skip_bad_rows=skip_bad_rows, progress=bar.update,
+                store,
+                OnnxEmbedder(),
+                name,
+                paths,
+                columns=mapping,
+                description=description,
+                fallback_url=fallback_url,
+                skip_bad_rows=skip_bad_rows,
+                progress=bar.update,
             )
             bar.update(total - bar.n)
     finally:
@@ -78,20 +104,30 @@ def _print_result(result: Result) -> None:
     if result.outcome == "answered":
         typer.echo(result.answer)
         for number, citation in enumerate(result.citations, start=1):
-            typer.echo(f"  [{number}] {citation.title} ({citation.source_id}) {citation.url or ''}".rstrip())
-        typer.secho(f"  route: {result.route}  confidence: {result.confidence:.2f}  {result.latency_ms:.0f} ms", dim=True)
+            typer.echo(
+                f"  [{number}] {citation.title} ({citation.source_id}) {citation.url or ''}".rstrip()
+            )
+        typer.secho(
+            f"  route: {result.route}  confidence: {result.confidence:.2f}  {result.latency_ms:.0f} ms",
+            dim=True,
+        )
     else:
         assert result.refusal is not None
         typer.echo(result.answer)
         r = result.refusal
-        typer.secho(f"  refused: {r.reason.value} ({r.kind}) at {r.stage}  {result.latency_ms:.0f} ms", dim=True)
+        typer.secho(
+            f"  refused: {r.reason.value} ({r.kind}) at {r.stage}  {result.latency_ms:.0f} ms",
+            dim=True,
+        )
 
 
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     kb: KbOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full result object as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the full result object as JSON.")
+    ] = False,
 ) -> None:
     """Answer one question (or refuse it, with the reason)."""
     from guardrag.service import Guardrag
@@ -127,10 +163,14 @@ def _read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
 
 @app.command()
 def batch(
-    input_path: Annotated[Path, typer.Argument(metavar="IN.jsonl", help="Rows {\"id\": ..., \"question\": ...}.")],
+    input_path: Annotated[
+        Path, typer.Argument(metavar="IN.jsonl", help='Rows {"id": ..., "question": ...}.')
+    ],
     out: Annotated[Path, typer.Option("--out", help="Where to write one result object per row.")],
     kb: KbOption = None,
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Questions answered in parallel.")] = 4,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=64, help="Questions answered in parallel.")
+    ] = 4,
 ) -> None:
     """Answer a JSONL file of questions; bad rows are reported and skipped, output keeps input order."""
     from guardrag.service import Guardrag
@@ -149,19 +189,29 @@ def batch(
     bot = Guardrag.from_settings()
     counts = {"answered": 0, "refused": 0}
     try:
-        with out.open("w", encoding="utf-8") as sink, tqdm(total=len(rows), desc="batch", unit="q", file=sys.stderr) as bar:
+        with (
+            out.open("w", encoding="utf-8") as sink,
+            tqdm(total=len(rows), desc="batch", unit="q", file=sys.stderr) as bar,
+        ):
             for result in bot.ask_many(rows, name, concurrency=concurrency, on_done=bar.update):
                 sink.write(result.model_dump_json() + "\n")
                 counts[result.outcome] += 1
     finally:
         bot.close()
-    typer.echo(f"{len(rows)} questions: {counts['answered']} answered, {counts['refused']} refused; {len(bad)} bad rows skipped -> {out}")
+    typer.echo(
+        f"{len(rows)} questions: {counts['answered']} answered, {counts['refused']} refused; {len(bad)} bad rows skipped -> {out}"
+    )
 
 
 @app.command()
 def graph(
-    mermaid: Annotated[bool, typer.Option("--mermaid", help="Print the graph as Mermaid text.")] = False,
-    png: Annotated[Path | None, typer.Option("--png", help="Render the graph to a PNG file (offline, Graphviz).")] = None,
+    mermaid: Annotated[
+        bool, typer.Option("--mermaid", help="Print the graph as Mermaid text.")
+    ] = False,
+    png: Annotated[
+        Path | None,
+        typer.Option("--png", help="Render the graph to a PNG file (offline, Graphviz)."),
+    ] = None,
 ) -> None:
     """Show the pipeline graph."""
     from graph.builder import build_graph
@@ -180,12 +230,18 @@ def kbs() -> None:
     from guardrag.store import open_store
 
     settings = load_settings()
-    store = open_store(settings.data_dir, settings.qdrant_url, settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None)
+    store = open_store(
+        settings.data_dir,
+        settings.qdrant_url,
+        settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+    )
     try:
         for name in store.list_kbs():
             info = store.kb_info(name)
             if info:
-                typer.echo(f"{name}\t{info.count} entries\tsnapshot {info.snapshot_id}\t{info.updated_at}\t{info.description}")
+                typer.echo(
+                    f"{name}\t{info.count} entries\tsnapshot {info.snapshot_id}\t{info.updated_at}\t{info.description}"
+                )
     finally:
         store.close()
 

@@ -46,13 +46,23 @@ class DomainClassifier:
     ) -> DomainVerdict:
         off_topic = float(np.max(self._off_topic @ vector))
         greeting = float(np.max(self._greetings @ vector))
-        scores = {"kb": round(kb_best, 4), "off_topic": round(off_topic, 4), "greeting": round(greeting, 4)}
+        scores = {
+            "kb": round(kb_best, 4),
+            "off_topic": round(off_topic, 4),
+            "greeting": round(greeting, 4),
+        }
         if greeting >= greeting_similarity and greeting > kb_best:
-            return DomainVerdict("greeting", "greeting_similarity", greeting, greeting_similarity, scores)
+            return DomainVerdict(
+                "greeting", "greeting_similarity", greeting, greeting_similarity, scores
+            )
         foreign = sorted((joined_words(question) & OTHER_BRANDS) - kb_vocabulary)
         if foreign:
             return DomainVerdict(
-                "out_of_domain", "other_brand", kb_best, min_similarity, {**scores, "brands": foreign}
+                "out_of_domain",
+                "other_brand",
+                kb_best,
+                min_similarity,
+                {**scores, "brands": foreign},
             )
         if kb_best < min_similarity:
             return DomainVerdict("out_of_domain", "kb_similarity", kb_best, min_similarity, scores)

@@ -74,7 +74,9 @@ class OnnxEmbedder:
     def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        rows = [self._embed_batch(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+        rows = [
+            self._embed_batch(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)
+        ]
         return np.vstack(rows)
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:

@@ -74,7 +74,9 @@ def judge(case: Case, result: Result) -> tuple[bool, str]:
     """Does `result` meet `case`? Returns (ok, what went wrong)."""
     refusal = result.refusal
     got = f"{result.outcome} route={result.route}" + (
-        f" reason={refusal.reason.value} kind={refusal.kind} stage={refusal.stage}" if refusal else ""
+        f" reason={refusal.reason.value} kind={refusal.kind} stage={refusal.stage}"
+        if refusal
+        else ""
     )
     if case.expect == "not_blocked":
         return (refusal is None or refusal.kind != "blocked"), got
@@ -132,24 +134,45 @@ def _case(row: dict[str, Any]) -> Case:
         answer = row["expected_decision"] == "answer"
         reason = row.get("expected_reason")
         return Case(
-            id=row["id"], question=question, group="answerable" if answer else str(reason),
-            expect="answer" if answer else "refuse", gold_ids=tuple(row.get("gold_chunk_ids") or ()),
+            id=row["id"],
+            question=question,
+            group="answerable" if answer else str(reason),
+            expect="answer" if answer else "refuse",
+            gold_ids=tuple(row.get("gold_chunk_ids") or ()),
             reasons=frozenset({"out_of_domain"}) if reason == "out_of_domain" else frozenset(),
-            kind="not_found" if not answer else None, before_generation=True,
+            kind="not_found" if not answer else None,
+            before_generation=True,
         )
-    if "gold_question_substring" in row or "expected_category" in row or row.get("group") in ("abstain", "allow"):  # TNGD
+    if (
+        "gold_question_substring" in row
+        or "expected_category" in row
+        or row.get("group") in ("abstain", "allow")
+    ):  # TNGD
         group = row["group"]
-        expect = {"retrieval": "answer", "abstain": "refuse", "block": "refuse", "allow": "not_blocked"}[group]
+        expect = {
+            "retrieval": "answer",
+            "abstain": "refuse",
+            "block": "refuse",
+            "allow": "not_blocked",
+        }[group]
         return Case(
-            id=row["id"], question=question, group=group, expect=expect,
+            id=row["id"],
+            question=question,
+            group=group,
+            expect=expect,
             gold_title=row.get("gold_question_substring"),
             reasons=frozenset(TNGD_CATEGORIES.get(row.get("expected_category", ""), set())),
-            kind="blocked" if group == "block" else None, lang=row.get("lang", "en"),
+            kind="blocked" if group == "block" else None,
+            lang=row.get("lang", "en"),
         )
     expect = row["expected"]  # ours (datasets/ewallet/golden.jsonl)
     return Case(
-        id=row["id"], question=question, group=row.get("group", ""), expect=expect,
+        id=row["id"],
+        question=question,
+        group=row.get("group", ""),
+        expect=expect,
         gold_ids=(row["expected_source_id"],) if row.get("expected_source_id") else (),
         reasons=_our_reasons(row.get("expected_reason") or ""),
-        kind=row.get("expected_kind"), lang=row.get("lang", "en"),
+        kind=row.get("expected_kind"),
+        lang=row.get("lang", "en"),
     )

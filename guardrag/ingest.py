@@ -172,7 +172,8 @@ def _entries_from_records(path: Path, columns: dict[str, str]) -> Iterator[Entry
         if question and answer:
             yield Entry(
                 kind="faq",
-                source_id=row_id or f"faq-{hashlib.sha256(normalise(question).encode()).hexdigest()[:10]}",
+                source_id=row_id
+                or f"faq-{hashlib.sha256(normalise(question).encode()).hexdigest()[:10]}",
                 title=question,
                 text=answer,
                 source_file=str(path),
@@ -198,7 +199,9 @@ def _entries_from_records(path: Path, columns: dict[str, str]) -> Iterator[Entry
                 )
         else:
             missing = "answer" if question else "question" if answer else "question and answer"
-            yield IngestError(f"{where}: row has no {missing} (and no 'text'); columns: {list(row)}")
+            yield IngestError(
+                f"{where}: row has no {missing} (and no 'text'); columns: {list(row)}"
+            )
 
 
 def chunk_sentences(text: str, max_words: int = CHUNK_WORDS) -> list[str]:
@@ -337,9 +340,13 @@ def ingest(
         dense = embedder.embed([e.embed_text for e in batch])
         content = embedder.embed([e.text for e in batch])
         sparse = bm25.encode_documents([e.sparse_text for e in batch])
-        for entry, title_vector, body_vector, sparse_vector in zip(batch, dense, content, sparse, strict=True):
+        for entry, title_vector, body_vector, sparse_vector in zip(
+            batch, dense, content, sparse, strict=True
+        ):
             pid = point_id(kb, entry.source_id)
-            fresh[pid] = Point(pid, title_vector.tolist(), sparse_vector, entry.payload(), body_vector.tolist())
+            fresh[pid] = Point(
+                pid, title_vector.tolist(), sparse_vector, entry.payload(), body_vector.tolist()
+            )
         if progress:
             progress(len(batch))
     kept = {
@@ -360,8 +367,12 @@ def ingest(
             snapshot_id=report.snapshot_id,
             count=len(points),
             dim=embedder.dim,
-            description=description if description is not None else (old_info.description if old_info else ""),
-            fallback_url=fallback_url if fallback_url is not None else (old_info.fallback_url if old_info else None),
+            description=description
+            if description is not None
+            else (old_info.description if old_info else ""),
+            fallback_url=fallback_url
+            if fallback_url is not None
+            else (old_info.fallback_url if old_info else None),
             updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         ),
     )

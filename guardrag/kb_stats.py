@@ -23,9 +23,8 @@ def joined_words(text: str) -> set[str]:
     """Words, and runs of two or three glued together, so "Grab Pay" matches "GrabPay" and
     "Touch 'n Go" matches "touchngo"."""
     words = _WORD.findall(normalise(text))
-    pairs = {a + b for a, b in zip(words, words[1:], strict=False)}
-    triples = {a + b + c for a, b, c in zip(words, words[1:], words[2:], strict=False)}
-    return set(words) | pairs | triples
+    runs = {"".join(words[i : i + n]) for n in (2, 3) for i in range(len(words) - n + 1)}
+    return set(words) | runs
 
 
 @dataclass(frozen=True)
@@ -83,6 +82,8 @@ class KBStatsCache:
         with self._lock:
             cached = self._stats.get(kb)
             if cached is None or cached.snapshot_id != snapshot_id:
-                cached = KBStats.from_texts(snapshot_id, (point_text(p.payload) for p in store.points(kb)))
+                cached = KBStats.from_texts(
+                    snapshot_id, (point_text(p.payload) for p in store.points(kb))
+                )
                 self._stats[kb] = cached
             return cached

@@ -20,9 +20,9 @@ def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel 
     return ChatOpenAI(
         model=settings.llm_model,
         base_url=settings.llm_base_url,
-        api_key=api_key,  # type: ignore[arg-type]
+        api_key=api_key,
         temperature=0,
-        max_tokens=max_tokens,  # type: ignore[call-arg]
+        max_tokens=max_tokens,
         timeout=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
         stream_usage=True,

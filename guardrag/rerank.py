@@ -44,9 +44,12 @@ def lexical_coverage(query: str, texts: Sequence[str], stats: KBStats | None) ->
 
 
 class Reranker(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
-    def score(self, query: str, hits: Sequence[Scorable], stats: KBStats | None = None) -> list[float]:
+    def score(
+        self, query: str, hits: Sequence[Scorable], stats: KBStats | None = None
+    ) -> list[float]:
         """A relevance score in [0, 1] per hit, same order."""
         ...
 
@@ -66,7 +69,9 @@ class FusedReranker:
     w_semantic: float = 0.8
     name: str = "fused"
 
-    def score(self, query: str, hits: Sequence[Scorable], stats: KBStats | None = None) -> list[float]:
+    def score(
+        self, query: str, hits: Sequence[Scorable], stats: KBStats | None = None
+    ) -> list[float]:
         return [
             self.w_semantic * semantic_similarity(hit, self.w_title)
             + (1 - self.w_semantic) * lexical_coverage(query, [point_text(hit.payload)], stats)
@@ -82,10 +87,14 @@ class HttpReranker:
     timeout_s: float = 5.0
     name: str = "http"
 
-    def score(self, query: str, hits: Sequence[Scorable], stats: KBStats | None = None) -> list[float]:
+    def score(
+        self, query: str, hits: Sequence[Scorable], stats: KBStats | None = None
+    ) -> list[float]:
         texts = [point_text(h.payload) for h in hits]
         try:
-            response = httpx.post(self.url, json={"query": query, "texts": texts}, timeout=self.timeout_s)
+            response = httpx.post(
+                self.url, json={"query": query, "texts": texts}, timeout=self.timeout_s
+            )
             response.raise_for_status()
             scores = [0.0] * len(hits)
             for item in response.json():

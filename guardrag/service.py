@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -81,13 +81,17 @@ class Guardrag:
         kb = validate_kb_name(kb or self.settings.default_kb)
         request_id = str(uuid.uuid4())
         start = time.perf_counter()
-        config: Any = {"configurable": {**(knobs or {})}, "run_name": "guardrag", "run_id": request_id}
+        config: Any = {
+            "configurable": {**(knobs or {})},
+            "run_name": "guardrag",
+            "run_id": request_id,
+        }
         state = self.graph.invoke({"question": question, "kb": kb}, config, context=self.services)
         return to_result(state, question, request_id, row_id, (time.perf_counter() - start) * 1000)
 
     def ask_many(
         self,
-        rows: list[tuple[str | None, str]],
+        rows: Sequence[tuple[str | None, str]],
         kb: str | None = None,
         *,
         concurrency: int = 1,
@@ -112,7 +116,9 @@ class Guardrag:
         self.services.store.close()
 
 
-def to_result(state: dict[str, Any], question: str, request_id: str, row_id: str | None, ms: float) -> Result:
+def to_result(
+    state: dict[str, Any], question: str, request_id: str, row_id: str | None, ms: float
+) -> Result:
     refusal: Refusal | None = state.get("refusal")
     return Result(
         id=row_id,

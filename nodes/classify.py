@@ -31,7 +31,9 @@ def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         probe = services.store.search(kb, vector.tolist(), None, limit=1)
         stats = services.kb_stats.get(services.store, kb, info.snapshot_id)
     except IndexUnavailable as exc:
-        return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
+        return refuse_with(
+            RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
+        )
     kb_best = probe[0].dense if probe else 0.0
     verdict = services.domain.classify(
         question,
@@ -44,9 +46,16 @@ def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     )
     update: dict[str, Any] = {"query_vector": vector.tolist(), "domain": verdict.domain}
     if verdict.domain == "in_domain":
-        decision = decide(NODE, "pass", verdict.rule, verdict.score, verdict.threshold, **verdict.detail)
+        decision = decide(
+            NODE, "pass", verdict.rule, verdict.score, verdict.threshold, **verdict.detail
+        )
         return {**update, "trail": [decision]}
     decision = decide(
-        NODE, "block", f"{verdict.domain}:{verdict.rule}", verdict.score, verdict.threshold, **verdict.detail
+        NODE,
+        "block",
+        f"{verdict.domain}:{verdict.rule}",
+        verdict.score,
+        verdict.threshold,
+        **verdict.detail,
     )
     return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, **update)

@@ -21,7 +21,9 @@ NODE = "exact_match"
 STAGES = (("question_norm", normalise), ("question_key", question_key))
 
 
-def exact_match(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+def exact_match(
+    state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
+) -> dict[str, Any]:
     if not knobs(config).exact_match:
         return {"trail": [decide(NODE, "miss", "disabled")]}
     store, kb, question = runtime.context.store, state["kb"], state["question"]
@@ -32,11 +34,17 @@ def exact_match(state: PipelineState, config: RunnableConfig, runtime: NodeRunti
         try:
             hits = store.find_by_field(kb, field_name, key, limit=2)
         except IndexUnavailable as exc:
-            return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
+            return refuse_with(
+                RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
+            )
         if len(hits) == 1:  # two FAQ entries with one key are ambiguous: let retrieval decide
             hit = hits[0]
-            match = Candidate(hit.id, hit.payload, fused=1.0, dense=1.0, content=None, sparse=None, score=1.0)
-            decision = decide(NODE, "hit", field_name, 1.0, 1.0, source_id=hit.payload.get("source_id"))
+            match = Candidate(
+                hit.id, hit.payload, fused=1.0, dense=1.0, content=None, sparse=None, score=1.0
+            )
+            decision = decide(
+                NODE, "hit", field_name, 1.0, 1.0, source_id=hit.payload.get("source_id")
+            )
             return {
                 "answer": str(hit.payload.get("answer") or hit.payload.get("text")),
                 "route": "exact_match",

@@ -27,7 +27,10 @@ def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         info = None
     title = info.description if info and info.description else state.get("kb", "this service")
     message = refusal_message(
-        refusal.reason, title, info.fallback_url if info else None, state.get("domain") == "greeting"
+        refusal.reason,
+        title,
+        info.fallback_url if info else None,
+        state.get("domain") == "greeting",
     )
     return {
         "refusal": refusal.model_copy(update={"message": message}),
@@ -35,5 +38,7 @@ def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         "route": None,
         "citations": [],
         "confidence": 0.0,
-        "trail": [decide("refuse", "block", refusal.reason.value, stage=refusal.stage, kind=refusal.kind)],
+        "trail": [
+            decide("refuse", "block", refusal.reason.value, stage=refusal.stage, kind=refusal.kind)
+        ],
     }

@@ -34,7 +34,9 @@ def format_passages(passages: list[Candidate]) -> str:
 def build_messages(question: str, passages: list[Candidate], kb_title: str) -> list[Any]:
     return [
         SystemMessage(prompts.ANSWER_SYSTEM.format(kb_title=kb_title, no_answer=prompts.NO_ANSWER)),
-        HumanMessage(prompts.ANSWER_USER.format(passages=format_passages(passages), question=question)),
+        HumanMessage(
+            prompts.ANSWER_USER.format(passages=format_passages(passages), question=question)
+        ),
     ]
 
 
@@ -44,12 +46,14 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         decision = decide(NODE, "error", "no LLM endpoint configured (GUARDRAG_LLM_BASE_URL)")
         return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision)
     info = services.store.kb_info(state["kb"])
-    kb_title = (info.description if info and info.description else state["kb"])
+    kb_title = info.description if info and info.description else state["kb"]
     messages = build_messages(state["question"], state["passages"], kb_title)
     try:
         reply = services.chat_model.invoke(messages, config)
     except Exception as exc:  # any transport/API failure is the same to the user: no answer now
-        decision = decide(NODE, "error", f"LLM call failed: {type(exc).__name__}", error=str(exc)[:300])
+        decision = decide(
+            NODE, "error", f"LLM call failed: {type(exc).__name__}", error=str(exc)[:300]
+        )
         return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision)
     text = reply.content if isinstance(reply.content, str) else ""
     usage = _usage(reply, services.model_name)
@@ -60,8 +64,12 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         decision = decide(NODE, "miss", "model: the passages do not answer the question")
         return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, usage=usage)
     decision = decide(
-        NODE, "pass", "drafted", prompt_version=prompts.PROMPT_VERSION,
-        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+        NODE,
+        "pass",
+        "drafted",
+        prompt_version=prompts.PROMPT_VERSION,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
     )
     return {"draft": text.strip(), "usage": usage, "trail": [decision]}
 

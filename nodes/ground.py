@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableConfig
 
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
-from guardrag.grounding import Passage, check_grounding
+from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage, check_grounding
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "ground"
@@ -25,26 +25,42 @@ _CITATION = re.compile(r"\[(\d+)\]")
 def _renumber(answer: str, cited: list[int]) -> str:
     """Citations become [1..k] in the order of the returned citation list."""
     mapping = {old: new for new, old in enumerate(cited, start=1)}
-    return _CITATION.sub(lambda m: f"[{mapping[int(m.group(1))]}]" if int(m.group(1)) in mapping else "", answer)
+    return _CITATION.sub(
+        lambda m: f"[{mapping[int(m.group(1))]}]" if int(m.group(1)) in mapping else "", answer
+    )
 
 
 def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     run = knobs(config)
     passages: list[Candidate] = state["passages"]
     given = [
-        Passage(number=n, source_id=str(p.payload.get("source_id", p.id)), text=f"{p.payload.get('title', '')}. {p.payload.get('text', '')}")
+        Passage(
+            number=n,
+            source_id=str(p.payload.get("source_id", p.id)),
+            text=f"{p.payload.get('title', '')}. {p.payload.get('text', '')}",
+        )
         for n, p in enumerate(passages, start=1)
     ]
-    kwargs = {"min_similarity": run.grounding_min_similarity} if run.grounding_min_similarity else {}
-    report = check_grounding(state["draft"], given, runtime.context.embedder, **kwargs)
+    min_similarity = run.grounding_min_similarity or DEFAULT_MIN_SIMILARITY
+    report = check_grounding(
+        state["draft"], given, runtime.context.embedder, min_similarity=min_similarity
+    )
     claims = [
-        {"claim": c.claim[:160], "supported": c.supported, "similarity": round(c.similarity, 3),
-         "overlap": round(c.overlap, 3), "passage": c.best_passage, "reason": c.reason}
+        {
+            "claim": c.claim[:160],
+            "supported": c.supported,
+            "similarity": round(c.similarity, 3),
+            "overlap": round(c.overlap, 3),
+            "passage": c.best_passage,
+            "reason": c.reason,
+        }
         for c in report.claims
     ]
     if report.supported:
         cited = sorted(report.cited_numbers()) or [1]
-        decision = decide(NODE, "pass", report.reason or "all claims supported", report.score, None, claims=claims)
+        decision = decide(
+            NODE, "pass", report.reason or "all claims supported", report.score, None, claims=claims
+        )
         return {
             "answer": _renumber(state["draft"], cited),
             "route": "generated",
@@ -58,8 +74,13 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     if run.grounding_fallback_to_faq and clear and lead >= run.faq_margin:
         faq = ranked[0]
         decision = decide(
-            NODE, "miss", f"draft not grounded ({report.reason}); answered with the top FAQ entry",
-            faq.score, run.faq_answer_threshold, claims=claims, lead=round(lead, 4),
+            NODE,
+            "miss",
+            f"draft not grounded ({report.reason}); answered with the top FAQ entry",
+            faq.score,
+            run.faq_answer_threshold,
+            claims=claims,
+            lead=round(lead, 4),
         )
         return {
             "answer": str(faq.payload.get("answer") or faq.payload.get("text")),
@@ -69,5 +90,7 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "confidence": round(faq.score, 4),
             "trail": [decision],
         }
-    decision = decide(NODE, "block", report.reason or "unsupported claims", report.score, None, claims=claims)
+    decision = decide(
+        NODE, "block", report.reason or "unsupported claims", report.score, None, claims=claims
+    )
     return refuse_with(RefusalReason.NOT_GROUNDED, decision)

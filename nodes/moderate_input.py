@@ -17,7 +17,9 @@ from nodes.common import NodeRuntime, decide, knobs, refuse_with
 NODE = "moderate_input"
 
 
-def moderate_input(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+def moderate_input(
+    state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
+) -> dict[str, Any]:
     question = state.get("question") or ""
     limit = knobs(config).max_input_chars
     if len(question) > limit:
@@ -26,5 +28,7 @@ def moderate_input(state: PipelineState, config: RunnableConfig, runtime: NodeRu
     finding = runtime.context.input_guard.check(question)
     if finding is None:
         return {"trail": [decide(NODE, "pass", "no guard fired")]}
-    decision = decide(NODE, "block", finding.rule, finding.score, finding.threshold, detail=finding.detail)
+    decision = decide(
+        NODE, "block", finding.rule, finding.score, finding.threshold, detail=finding.detail
+    )
     return refuse_with(finding.reason, decision)

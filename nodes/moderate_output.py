@@ -18,7 +18,9 @@ from nodes.common import NodeRuntime, decide, refuse_with
 NODE = "moderate_output"
 
 
-def moderate_output(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+def moderate_output(
+    state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
+) -> dict[str, Any]:
     sources = [
         f"{p.payload.get('title', '')}\n{p.payload.get('text', '')}\n{p.payload.get('url') or ''}"
         for p in state.get("passages", [])
@@ -26,5 +28,7 @@ def moderate_output(state: PipelineState, config: RunnableConfig, runtime: NodeR
     finding = runtime.context.output_guard.check(state["answer"], sources, list(LEAKABLE))
     if finding is None:
         return {"trail": [decide(NODE, "pass", "no guard fired")]}
-    decision = decide(NODE, "block", finding.rule, finding.score, finding.threshold, detail=finding.detail)
+    decision = decide(
+        NODE, "block", finding.rule, finding.score, finding.threshold, detail=finding.detail
+    )
     return refuse_with(RefusalReason.UNSAFE_OUTPUT, decision, answer="", citations=[])

@@ -65,7 +65,10 @@ def _passages(ranked: list[Candidate], run: RunConfig) -> list[Candidate]:
     tokens = 0
     for candidate in ranked:
         cost = int(len(str(candidate.payload.get("text", "")).split()) * 1.4) + 20
-        if candidate.score < ranked[0].score * run.passage_min_ratio or len(chosen) >= run.max_passages:
+        if (
+            candidate.score < ranked[0].score * run.passage_min_ratio
+            or len(chosen) >= run.max_passages
+        ):
             break
         if chosen and tokens + cost > run.context_token_budget:
             break
@@ -79,15 +82,30 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     ranked, name = _score(question, state["kb"], state["candidates"], run, runtime)
     ranked = _dedupe(ranked)
     best = ranked[0]
-    top = [{"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]]
+    top = [
+        {"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]
+    ]
     if best.score < run.min_relevance:
-        decision = decide(NODE, "miss", f"{name}: best below min_relevance", best.score, run.min_relevance, top=top)
+        decision = decide(
+            NODE,
+            "miss",
+            f"{name}: best below min_relevance",
+            best.score,
+            run.min_relevance,
+            top=top,
+        )
         return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, candidates=ranked)
     lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
     if best.is_faq and best.score >= run.faq_answer_threshold and lead >= run.faq_margin:
         decision = decide(
-            NODE, "hit", f"{name}: confident FAQ entry", best.score, run.faq_answer_threshold,
-            lead=round(lead, 4), margin=run.faq_margin, top=top,
+            NODE,
+            "hit",
+            f"{name}: confident FAQ entry",
+            best.score,
+            run.faq_answer_threshold,
+            lead=round(lead, 4),
+            margin=run.faq_margin,
+            top=top,
         )
         return {
             "candidates": ranked,
@@ -101,23 +119,42 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     passages = _passages(ranked, run)
     semantic = semantic_similarity(best)
     evidence = lexical_coverage(
-        question, [point_text(p.payload) for p in passages], runtime.context.kb_stats.peek(state["kb"])
+        question,
+        [point_text(p.payload) for p in passages],
+        runtime.context.kb_stats.peek(state["kb"]),
     )
-    evidence_detail = {"semantic": round(semantic, 4), "strong_semantic": run.strong_semantic, "top": top}
+    evidence_detail = {
+        "semantic": round(semantic, 4),
+        "strong_semantic": run.strong_semantic,
+        "top": top,
+    }
     if semantic < run.strong_semantic and evidence < run.min_evidence_coverage:
         decision = decide(
-            NODE, "miss", f"{name}: passages lack the question's key terms",
-            evidence, run.min_evidence_coverage, **evidence_detail,
+            NODE,
+            "miss",
+            f"{name}: passages lack the question's key terms",
+            evidence,
+            run.min_evidence_coverage,
+            **evidence_detail,
         )
         return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, candidates=ranked)
     if not run.use_llm:
         decision = decide(
-            NODE, "miss", f"{name}: no confident FAQ entry and the LLM is off",
-            best.score, run.faq_answer_threshold, lead=round(lead, 4), top=top,
+            NODE,
+            "miss",
+            f"{name}: no confident FAQ entry and the LLM is off",
+            best.score,
+            run.faq_answer_threshold,
+            lead=round(lead, 4),
+            top=top,
         )
         return refuse_with(RefusalReason.LOW_CONFIDENCE, decision, candidates=ranked)
     decision = decide(
-        NODE, "pass", f"{name}: {len(passages)} passages to generate", evidence,
-        run.min_evidence_coverage, **evidence_detail,
+        NODE,
+        "pass",
+        f"{name}: {len(passages)} passages to generate",
+        evidence,
+        run.min_evidence_coverage,
+        **evidence_detail,
     )
     return {"candidates": ranked, "passages": passages, "trail": [decision]}

@@ -18,15 +18,32 @@ def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     run = knobs(config)
     sparse = bm25.encode_query(state["question"]) if run.use_bm25 else None
     try:
-        hits = runtime.context.store.search(state["kb"], state["query_vector"], sparse, limit=run.top_k)
+        hits = runtime.context.store.search(
+            state["kb"], state["query_vector"], sparse, limit=run.top_k
+        )
     except IndexUnavailable as exc:
-        return refuse_with(RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc)))
+        return refuse_with(
+            RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
+        )
     candidates = [
-        Candidate(h.id, h.payload, fused=h.fused, dense=h.dense, content=h.content, sparse=h.sparse, score=h.fused)
+        Candidate(
+            h.id,
+            h.payload,
+            fused=h.fused,
+            dense=h.dense,
+            content=h.content,
+            sparse=h.sparse,
+            score=h.fused,
+        )
         for h in hits
     ]
     mode = "hybrid" if sparse is not None else "dense"
     if not candidates:
-        return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decide(NODE, "miss", f"{mode}: no candidates"))
+        return refuse_with(
+            RefusalReason.NO_RELEVANT_DOCS, decide(NODE, "miss", f"{mode}: no candidates")
+        )
     best = max(c.dense for c in candidates)
-    return {"candidates": candidates, "trail": [decide(NODE, "pass", mode, best, None, hits=len(candidates))]}
+    return {
+        "candidates": candidates,
+        "trail": [decide(NODE, "pass", mode, best, None, hits=len(candidates))],
+    }

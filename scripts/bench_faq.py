@@ -32,7 +32,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     cases = [c for c in load_cases(REPO / "datasets/ewallet/golden.jsonl") if c.expect == "answer"]
@@ -43,7 +45,9 @@ def main() -> None:
         report = ingest(store, embedder, "kinetic", [REPO / "datasets/ewallet/faq.jsonl"])
         ingest_s = time.perf_counter() - started
         cold = time.perf_counter()
-        bot = Guardrag(build_services(settings, store=store, embedder=embedder, chat_model=None), settings)
+        bot = Guardrag(
+            build_services(settings, store=store, embedder=embedder, chat_model=None), settings
+        )
         cold_s = time.perf_counter() - cold
         knobs = {"use_llm": False}
         for case in cases[:10]:
@@ -53,15 +57,26 @@ def main() -> None:
         for _ in range(args.rounds):
             for case in cases:
                 result = bot.ask(case.question, knobs=knobs)
-                by_route[result.route or f"refused:{result.refusal.reason.value if result.refusal else '?'}"].append(result.latency_ms)
+                by_route[
+                    result.route
+                    or f"refused:{result.refusal.reason.value if result.refusal else '?'}"
+                ].append(result.latency_ms)
                 for decision in result.trail:
                     by_node[decision.node].append(decision.ms)
         bot.close()
-    print(f"ingest: {report.total} entries in {ingest_s:.2f} s ({report.total / ingest_s:.0f}/s); services cold start {cold_s:.2f} s")
-    answered = [ms for route, values in by_route.items() if not route.startswith("refused") for ms in values]
-    print(f"FAQ-answered (no LLM): n={len(answered)} p50 {statistics.median(answered):.1f} ms  p95 {percentile(answered, 0.95):.1f} ms  (budget p50 20 ms)")
+    print(
+        f"ingest: {report.total} entries in {ingest_s:.2f} s ({report.total / ingest_s:.0f}/s); services cold start {cold_s:.2f} s"
+    )
+    answered = [
+        ms for route, values in by_route.items() if not route.startswith("refused") for ms in values
+    ]
+    print(
+        f"FAQ-answered (no LLM): n={len(answered)} p50 {statistics.median(answered):.1f} ms  p95 {percentile(answered, 0.95):.1f} ms  (budget p50 20 ms)"
+    )
     for route, values in sorted(by_route.items()):
-        print(f"  {route:<28} n={len(values):<5} p50 {statistics.median(values):6.1f} ms  p95 {percentile(values, 0.95):6.1f} ms")
+        print(
+            f"  {route:<28} n={len(values):<5} p50 {statistics.median(values):6.1f} ms  p95 {percentile(values, 0.95):6.1f} ms"
+        )
     print("per node median ms:")
     for node, values in by_node.items():
         print(f"  {node:<16} {statistics.median(values):6.2f}")

@@ -38,35 +38,63 @@ def collect(kb_file: Path, golden: Path, top_k: int) -> list[Sample]:
         ingest(store, embedder, "cal", [kb_file])
         info = store.kb_info("cal")
         assert info is not None
-        stats = KBStats.from_texts(info.snapshot_id, (point_text(p.payload) for p in store.points("cal")))
+        stats = KBStats.from_texts(
+            info.snapshot_id, (point_text(p.payload) for p in store.points("cal"))
+        )
         samples = []
         for case in load_cases(golden):
-            if case.expect == "not_blocked" or case.group in ("adversarial", "block", "out_of_domain", "greeting", "abstain"):
+            if case.expect == "not_blocked" or case.group in (
+                "adversarial",
+                "block",
+                "out_of_domain",
+                "greeting",
+                "abstain",
+            ):
                 continue  # guards and classify handle these before rerank
             vector = embedder.embed([case.question])[0].tolist()
             hits = store.search("cal", vector, bm25.encode_query(case.question), limit=top_k)
             gold = frozenset(case.gold_ids) if case.expect == "answer" else frozenset()
             if case.gold_title:
-                gold = frozenset(h.id for h in store.points("cal") if case.gold_title.lower() in str(h.payload["title"]).lower())
+                gold = frozenset(
+                    h.id
+                    for h in store.points("cal")
+                    if case.gold_title.lower() in str(h.payload["title"]).lower()
+                )
                 hits_ids = {h.id for h in hits}
                 gold = gold or frozenset({"?"})
                 del hits_ids
-            samples.append(Sample(gold, hits, [lexical_coverage(case.question, [point_text(h.payload)], stats) for h in hits]))
+            samples.append(
+                Sample(
+                    gold,
+                    hits,
+                    [lexical_coverage(case.question, [point_text(h.payload)], stats) for h in hits],
+                )
+            )
         store.close()
     return samples
 
 
 def key(hit: Hit) -> str:
-    return str(hit.payload.get("source_id")) if not hit.payload.get("source_id", "").startswith("faq-") else hit.id
+    return (
+        str(hit.payload.get("source_id"))
+        if not hit.payload.get("source_id", "").startswith("faq-")
+        else hit.id
+    )
 
 
-def evaluate(samples: list[Sample], w_title: float, w_sem: float, threshold: float, margin: float) -> tuple[int, int, int]:
+def evaluate(
+    samples: list[Sample], w_title: float, w_sem: float, threshold: float, margin: float
+) -> tuple[int, int, int]:
     correct = wrong = 0
     answerable = 0
     for sample in samples:
         scores = sorted(
-            ((w_sem * semantic_similarity(h, w_title) + (1 - w_sem) * cov, h) for h, cov in zip(sample.hits, sample.coverage, strict=True)),
-            key=lambda pair: pair[0], reverse=True,
+            (
+                (w_sem * semantic_similarity(h, w_title) + (1 - w_sem) * cov, h)
+                for h, cov in zip(sample.hits, sample.coverage, strict=True)
+            ),
+            key=lambda pair: pair[0],
+            reverse=True,
         )
         answerable += bool(sample.gold)
         if not scores:
@@ -81,7 +109,9 @@ def evaluate(samples: list[Sample], w_title: float, w_sem: float, threshold: flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("kb_file", type=Path)
     parser.add_argument("golden", type=Path)
     parser.add_argument("--penalty", type=float, default=5.0)
@@ -89,10 +119,26 @@ def main() -> None:
     args = parser.parse_args()
     samples = collect(args.kb_file, args.golden, args.top_k)
     rows = []
-    grid = itertools.product((0.5, 0.6, 0.7, 0.8), (0.7, 0.8, 0.9, 1.0), [x / 100 for x in range(45, 71, 2)], [x / 100 for x in range(2, 11)])
+    grid = itertools.product(
+        (0.5, 0.6, 0.7, 0.8),
+        (0.7, 0.8, 0.9, 1.0),
+        [x / 100 for x in range(45, 71, 2)],
+        [x / 100 for x in range(2, 11)],
+    )
     for w_title, w_sem, threshold, margin in grid:
         correct, wrong, answerable = evaluate(samples, w_title, w_sem, threshold, margin)
-        rows.append((correct - args.penalty * wrong, correct, wrong, answerable, w_title, w_sem, threshold, margin))
+        rows.append(
+            (
+                correct - args.penalty * wrong,
+                correct,
+                wrong,
+                answerable,
+                w_title,
+                w_sem,
+                threshold,
+                margin,
+            )
+        )
     rows.sort(reverse=True)
     print(f"{len(samples)} cases reach rerank; objective = correct - {args.penalty} x wrong")
     print("objective correct wrong answerable w_title w_semantic faq_answer_threshold faq_margin")

@@ -24,13 +24,17 @@ from guardrag.store import open_store
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("kb_file", type=Path)
     parser.add_argument("golden", type=Path)
     parser.add_argument("--kb", default="golden")
     parser.add_argument("--description", default="")
     parser.add_argument("--lang", default="en", help="only cases in this language ('' for all)")
-    parser.add_argument("--knob", action="append", default=[], help="run-config override, e.g. min_relevance=0.5")
+    parser.add_argument(
+        "--knob", action="append", default=[], help="run-config override, e.g. min_relevance=0.5"
+    )
     parser.add_argument("--dump", type=Path, help="write every result as JSONL here")
     args = parser.parse_args()
     for path in (args.kb_file, args.golden):
@@ -41,7 +45,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as data_dir:
         settings = Settings(data_dir=Path(data_dir), default_kb=args.kb)
         store, embedder = open_store(Path(data_dir), None, None), OnnxEmbedder()
-        print(ingest(store, embedder, args.kb, [args.kb_file], description=args.description).summary())
+        print(
+            ingest(store, embedder, args.kb, [args.kb_file], description=args.description).summary()
+        )
         bot = Guardrag(build_services(settings, store=store, embedder=embedder), settings)
         cases = load_cases(args.golden, args.lang or None)
         score = Score()
@@ -51,7 +57,9 @@ def main() -> int:
             ok, why = judge(case, result)
             score.add(case, result, ok, why)
             if dump:
-                dump.write(json.dumps({"case": case.id, "ok": ok, **result.model_dump(mode="json")}) + "\n")
+                dump.write(
+                    json.dumps({"case": case.id, "ok": ok, **result.model_dump(mode="json")}) + "\n"
+                )
         bot.close()
     print(score.report())
     return 0

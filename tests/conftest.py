@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from config.settings import Settings  # noqa: E402
-from guardrag.embedder import OnnxEmbedder  # noqa: E402
-from guardrag.ingest import ingest  # noqa: E402
-from guardrag.store import VectorStore  # noqa: E402
-from guardrag.store.server import ServerStore  # noqa: E402
-from tests.fakes import ScriptedChatModel  # noqa: E402
+from config.settings import Settings
+from guardrag.embedder import OnnxEmbedder
+from guardrag.ingest import ingest
+from guardrag.store import VectorStore
+from guardrag.store.server import ServerStore
+from tests.fakes import ScriptedChatModel
 
 if TYPE_CHECKING:
     from guardrag.service import Guardrag
@@ -37,8 +37,14 @@ def embedder() -> OnnxEmbedder:
 def sample_store(embedder: OnnxEmbedder) -> Iterator[VectorStore]:
     """The sample KB in qdrant-client's in-process mode: the real Qdrant API, no server."""
     store = ServerStore(location=":memory:")
-    ingest(store, embedder, KB, [SAMPLE_FAQ], description="Kinetic Wallet",
-           fallback_url="https://help.kineticwallet.example/")
+    ingest(
+        store,
+        embedder,
+        KB,
+        [SAMPLE_FAQ],
+        description="Kinetic Wallet",
+        fallback_url="https://help.kineticwallet.example/",
+    )
     yield store
     store.close()
 
@@ -54,11 +60,15 @@ def chat() -> ScriptedChatModel:
 
 
 @pytest.fixture
-def bot(settings: Settings, sample_store: VectorStore, embedder: OnnxEmbedder, chat: ScriptedChatModel) -> Guardrag:
+def bot(
+    settings: Settings, sample_store: VectorStore, embedder: OnnxEmbedder, chat: ScriptedChatModel
+) -> Guardrag:
     """The real pipeline over the sample KB, with a scripted chat model."""
     from guardrag.service import Guardrag, build_services
 
-    return Guardrag(build_services(settings, store=sample_store, embedder=embedder, chat_model=chat), settings)
+    return Guardrag(
+        build_services(settings, store=sample_store, embedder=embedder, chat_model=chat), settings
+    )
 
 
 def shared(*parts: str) -> Path:

@@ -34,8 +34,12 @@ class ScriptedChatModel(BaseChatModel):
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
-        usage = {"input_tokens": 100, "output_tokens": len(reply.split()), "total_tokens": 100 + len(reply.split())}
-        message = AIMessage(content=reply, usage_metadata=usage)  # type: ignore[arg-type]
+        usage = {
+            "input_tokens": 100,
+            "output_tokens": len(reply.split()),
+            "total_tokens": 100 + len(reply.split()),
+        }
+        message = AIMessage(content=reply, usage_metadata=usage)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def prompt_text(self, call: int = -1) -> str:

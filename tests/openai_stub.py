@@ -33,16 +33,33 @@ class OpenAIStub:
                 stub.requests.append(body)
                 time.sleep(stub.delay_s)
                 if stub.status != 200:
-                    self._send(stub.status, {"error": {"message": "upstream failure", "type": "server_error"}})
+                    self._send(
+                        stub.status,
+                        {"error": {"message": "upstream failure", "type": "server_error"}},
+                    )
                     return
                 text = stub.replies.pop(0) if stub.replies else "NOT_IN_SOURCES"
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model", "stub"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "stub"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": text},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 321,
+                            "completion_tokens": 12,
+                            "total_tokens": 333,
+                        },
+                    },
+                )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

@@ -18,9 +18,23 @@ def write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
 
 
 ROWS = [
-    {"id": "a", "question": "How do I top up?", "answer": "Tap Top Up and choose FPX.", "url": "https://x.example/a"},
-    {"id": "b", "question": "What is the daily limit?", "answer": "RM 5,000 a day.", "category": "Limits"},
-    {"id": "c", "question": "How do I close my account?", "answer": "Go to Profile > Close account."},
+    {
+        "id": "a",
+        "question": "How do I top up?",
+        "answer": "Tap Top Up and choose FPX.",
+        "url": "https://x.example/a",
+    },
+    {
+        "id": "b",
+        "question": "What is the daily limit?",
+        "answer": "RM 5,000 a day.",
+        "category": "Limits",
+    },
+    {
+        "id": "c",
+        "question": "How do I close my account?",
+        "answer": "Go to Profile > Close account.",
+    },
 ]
 
 
@@ -29,7 +43,9 @@ def store() -> ServerStore:
     return ServerStore(location=":memory:")
 
 
-def test_reingest_is_idempotent_and_tracks_changes(tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder) -> None:
+def test_reingest_is_idempotent_and_tracks_changes(
+    tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder
+) -> None:
     source = write_jsonl(tmp_path / "faq.jsonl", ROWS)
     first = ingest(store, embedder, "kb", [source])
     assert (first.added, first.total) == (3, 3)
@@ -40,7 +56,13 @@ def test_reingest_is_idempotent_and_tracks_changes(tmp_path: Path, store: Server
     changed = [ROWS[0], {**ROWS[1], "answer": "RM 3,000 a day."}]  # b edited, c deleted
     write_jsonl(source, changed)
     third = ingest(store, embedder, "kb", [source])
-    assert (third.added, third.updated, third.removed, third.unchanged, third.total) == (0, 1, 1, 1, 2)
+    assert (third.added, third.updated, third.removed, third.unchanged, third.total) == (
+        0,
+        1,
+        1,
+        1,
+        2,
+    )
     assert third.snapshot_id != first.snapshot_id
     hit = store.find_by_field("kb", "source_id", "b")[0]
     assert hit.payload["answer"] == "RM 3,000 a day." and hit.payload["category"] == "Limits"
@@ -48,7 +70,9 @@ def test_reingest_is_idempotent_and_tracks_changes(tmp_path: Path, store: Server
     assert store.kb_info("kb").count == 2  # type: ignore[union-attr]
 
 
-def test_other_source_files_are_kept(tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder) -> None:
+def test_other_source_files_are_kept(
+    tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder
+) -> None:
     ingest(store, embedder, "kb", [write_jsonl(tmp_path / "one.jsonl", ROWS[:1])])
     report = ingest(store, embedder, "kb", [write_jsonl(tmp_path / "two.jsonl", ROWS[1:])])
     assert (report.added, report.removed, report.total) == (2, 0, 3)
@@ -58,23 +82,35 @@ def test_csv_with_mapped_and_case_insensitive_columns(tmp_path: Path) -> None:
     path = tmp_path / "faq.csv"
     path.write_text("Ref,Q,A,URL\nr1,How do I pay?,Scan the QR code.,https://x.example/pay\n")
     entries, _ = load_entries([path], parse_columns("id=ref,question=q,answer=a"))
-    assert (entries[0].source_id, entries[0].title, entries[0].url) == ("r1", "How do I pay?", "https://x.example/pay")
+    assert (entries[0].source_id, entries[0].title, entries[0].url) == (
+        "r1",
+        "How do I pay?",
+        "https://x.example/pay",
+    )
 
 
 def test_json_array_and_curly_apostrophes(tmp_path: Path) -> None:
     path = tmp_path / "faq.json"
     path.write_text(json.dumps([{"question": "What’s SOS Balance?", "answer": "A small advance."}]))
     entry = load_entries([path])[0][0]
-    assert entry.payload()["question_norm"] == "whats sos balance" and entry.source_id.startswith("faq-")
+    assert entry.payload()["question_norm"] == "whats sos balance" and entry.source_id.startswith(
+        "faq-"
+    )
 
 
 def test_markdown_is_chunked_along_headings(tmp_path: Path) -> None:
     path = tmp_path / "policy.md"
     body = " ".join(f"Sentence number {i} explains a rule." for i in range(60))
-    path.write_text(f"# Card Policy\n\nIntro text here.\n\n## Fees\n\n{body}\n\n## Limits\n\nDaily limit is RM 5,000.\n")
+    path.write_text(
+        f"# Card Policy\n\nIntro text here.\n\n## Fees\n\n{body}\n\n## Limits\n\nDaily limit is RM 5,000.\n"
+    )
     entries, _ = load_entries([path])
     titles = [e.title for e in entries]
-    assert titles[0] == "Card Policy" and "Card Policy > Fees" in titles and titles[-1] == "Card Policy > Limits"
+    assert (
+        titles[0] == "Card Policy"
+        and "Card Policy > Fees" in titles
+        and titles[-1] == "Card Policy > Limits"
+    )
     fees = [e for e in entries if e.title.endswith("Fees")]
     assert len(fees) >= 2 and all(len(e.text.split()) <= 130 for e in fees)
     first_last = fees[0].text.split(". ")[-1].rstrip(".")
@@ -89,16 +125,33 @@ def test_chunk_sentences_never_drops_text() -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("bad.jsonl", '{"question": "q", "answer": "a"}\n{not json}\n', "bad.jsonl:2: not valid JSON"),
+        (
+            "bad.jsonl",
+            '{"question": "q", "answer": "a"}\n{not json}\n',
+            "bad.jsonl:2: not valid JSON",
+        ),
         ("bad.json", '{"question": ', "not valid JSON"),
-        ("missing.jsonl", '{"question": "only a question"}\n', "missing.jsonl:1: row has no answer"),
-        ("dupe.jsonl", '{"id": "x", "question": "q1", "answer": "a"}\n{"id": "x", "question": "q2", "answer": "b"}\n', "duplicate id 'x'"),
+        (
+            "missing.jsonl",
+            '{"question": "only a question"}\n',
+            "missing.jsonl:1: row has no answer",
+        ),
+        (
+            "dupe.jsonl",
+            '{"id": "x", "question": "q1", "answer": "a"}\n{"id": "x", "question": "q2", "answer": "b"}\n',
+            "duplicate id 'x'",
+        ),
         ("data.xlsx", "binary", "unsupported file type"),
         ("empty.jsonl", "\n", "no entries found"),
     ],
 )
 def test_bad_files_fail_clearly_and_publish_nothing(
-    tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder, name: str, content: str, message: str
+    tmp_path: Path,
+    store: ServerStore,
+    embedder: OnnxEmbedder,
+    name: str,
+    content: str,
+    message: str,
 ) -> None:
     good = ingest(store, embedder, "kb", [write_jsonl(tmp_path / "good.jsonl", ROWS)])
     bad = tmp_path / name

@@ -4,26 +4,37 @@ from __future__ import annotations
 
 import pytest
 
-from guardrag.contract import Decision
-from guardrag.service import Guardrag
 from graph.edges import ROUTES, UnknownRoute, route_after
+from guardrag.contract import Decision, Result
+from guardrag.service import Guardrag
 from tests.conftest import KB
 from tests.fakes import ScriptedChatModel
 
 TOP_UP_FEES = "Is there a fee to top up my wallet?"
 
 
-def nodes(result) -> list[str]:  # type: ignore[no-untyped-def]
+def nodes(result: Result) -> list[str]:
     return [d.node for d in result.trail]
 
 
-def test_exact_question_is_answered_verbatim_without_llm(bot: Guardrag, chat: ScriptedChatModel) -> None:
+def test_exact_question_is_answered_verbatim_without_llm(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
     result = bot.ask("How do I sign up for Kinetic Wallet?")
     assert result.outcome == "answered" and result.route == "exact_match"
     assert result.answer.startswith("Download the Kinetic Wallet app")
     assert [c.source_id for c in result.citations] == ["kw-account-001"]
-    assert result.citations[0].url and result.citations[0].title == "How do I sign up for Kinetic Wallet?"
-    assert nodes(result) == ["moderate_input", "classify", "exact_match", "moderate_output", "respond"]
+    assert (
+        result.citations[0].url
+        and result.citations[0].title == "How do I sign up for Kinetic Wallet?"
+    )
+    assert nodes(result) == [
+        "moderate_input",
+        "classify",
+        "exact_match",
+        "moderate_output",
+        "respond",
+    ]
     assert all(d.ms >= 0 for d in result.trail) and chat.calls == []
 
 
@@ -34,7 +45,9 @@ def test_near_exact_rewording_hits_stage_two(bot: Guardrag) -> None:
     assert hit.verdict == "hit" and hit.reason == "question_key"
 
 
-def test_confident_paraphrase_is_a_semantic_match_without_llm(bot: Guardrag, chat: ScriptedChatModel) -> None:
+def test_confident_paraphrase_is_a_semantic_match_without_llm(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
     result = bot.ask("I want to delete my Kinetic account")
     assert result.outcome == "answered" and result.route == "semantic_match", result.trail
     assert result.citations[0].source_id == "kw-closure-001"
@@ -48,14 +61,19 @@ def _generation_question(bot: Guardrag) -> str:
     return "is it free to top up my wallet?"
 
 
-def test_generated_answer_cites_the_passages_it_used(bot: Guardrag, chat: ScriptedChatModel) -> None:
+def test_generated_answer_cites_the_passages_it_used(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
     question = _generation_question(bot)
     probe = bot.ask(question, knobs={"use_llm": False})
     assert probe.refusal and probe.refusal.reason.value == "low_confidence", probe.trail
     state_passages = next(d for d in probe.trail if d.node == "rerank").detail["top"]
     first = state_passages[0]["source_id"]
     answer_text = next(
-        line for line in bot.services.store.find_by_field(KB, "source_id", first)[0].payload["answer"].split(". ")
+        line
+        for line in bot.services.store.find_by_field(KB, "source_id", first)[0]
+        .payload["answer"]
+        .split(". ")
     )
     chat.replies = [f"{answer_text} [1]."]
     result = bot.ask(question)
@@ -116,7 +134,9 @@ def test_too_long_input_is_refused(bot: Guardrag) -> None:
     assert result.refusal and result.refusal.reason.value == "input_too_long"
 
 
-@pytest.mark.parametrize("question", ["What is the capital of France?", "How do I top up my GrabPay wallet?"])
+@pytest.mark.parametrize(
+    "question", ["What is the capital of France?", "How do I top up my GrabPay wallet?"]
+)
 def test_off_topic_is_out_of_domain(bot: Guardrag, question: str) -> None:
     result = bot.ask(question)
     assert result.refusal and result.refusal.reason.value == "out_of_domain", result.trail
@@ -131,7 +151,9 @@ def test_greeting_gets_a_friendly_refusal(bot: Guardrag) -> None:
     assert next(d for d in result.trail if d.node == "classify").reason.startswith("greeting")
 
 
-def test_unanswerable_in_domain_question_is_refused_before_generation(bot: Guardrag, chat: ScriptedChatModel) -> None:
+def test_unanswerable_in_domain_question_is_refused_before_generation(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
     result = bot.ask("Does Kinetic Wallet sell travel insurance?")
     assert result.refusal and result.refusal.reason.value == "no_relevant_docs", result.trail
     assert result.refusal.stage == "rerank" and chat.calls == []
@@ -144,7 +166,10 @@ def test_missing_kb_is_index_unavailable(bot: Guardrag) -> None:
 
 
 def test_stages_can_be_switched_off(bot: Guardrag, chat: ScriptedChatModel) -> None:
-    result = bot.ask("How do I sign up for Kinetic Wallet?", knobs={"exact_match": False, "use_bm25": False, "rerank": False})
+    result = bot.ask(
+        "How do I sign up for Kinetic Wallet?",
+        knobs={"exact_match": False, "use_bm25": False, "rerank": False},
+    )
     exact = next(d for d in result.trail if d.node == "exact_match")
     assert exact.verdict == "miss" and exact.reason == "disabled"
     assert next(d for d in result.trail if d.node == "retrieve").reason == "dense"
@@ -161,7 +186,10 @@ def test_output_guard_blocks_a_leaked_prompt(bot: Guardrag, chat: ScriptedChatMo
 
     leaked = ANSWER_SYSTEM.format(kb_title="Kinetic Wallet", no_answer="x")
     update = moderate_output({"answer": leaked, "passages": [], "kb": KB}, {}, Runtime())  # type: ignore[arg-type]
-    assert update["refusal"].reason.value == "unsafe_output" and update["refusal"].stage == "moderate_output"
+    assert (
+        update["refusal"].reason.value == "unsafe_output"
+        and update["refusal"].stage == "moderate_output"
+    )
 
 
 def test_every_edge_refuses_on_refusal_and_raises_on_unknown_verdicts() -> None:
@@ -172,7 +200,7 @@ def test_every_edge_refuses_on_refusal_and_raises_on_unknown_verdicts() -> None:
         route = route_after(node)
         assert route({"refusal": refusal, "trail": []}) == "refuse"
         for verdict, target in table.items():
-            assert route({"trail": [Decision(node=node, verdict=verdict)]}) == target  # type: ignore[arg-type]
+            assert route({"trail": [Decision(node=node, verdict=verdict)]}) == target
         with pytest.raises(UnknownRoute):
             route({"trail": [Decision(node=node, verdict="error")]})
         with pytest.raises(UnknownRoute):
@@ -182,7 +210,21 @@ def test_every_edge_refuses_on_refusal_and_raises_on_unknown_verdicts() -> None:
 def test_graph_has_every_stage_in_order(bot: Guardrag) -> None:
     drawn = bot.graph.get_graph()
     names = set(drawn.nodes)
-    assert {"moderate_input", "classify", "exact_match", "retrieve", "rerank", "generate", "ground",
-            "moderate_output", "respond", "refuse"} <= names
+    assert {
+        "moderate_input",
+        "classify",
+        "exact_match",
+        "retrieve",
+        "rerank",
+        "generate",
+        "ground",
+        "moderate_output",
+        "respond",
+        "refuse",
+    } <= names
     edges = {(e.source, e.target) for e in drawn.edges}
-    assert ("rerank", "generate") in edges and ("rerank", "moderate_output") in edges and ("ground", "refuse") in edges
+    assert (
+        ("rerank", "generate") in edges
+        and ("rerank", "moderate_output") in edges
+        and ("ground", "refuse") in edges
+    )

@@ -60,7 +60,9 @@ def prefetch_limit(limit: int) -> int:
 def check_point(point: Point, dim: int) -> None:
     for name, vector in named_vectors(point).items():
         if len(vector) != dim:
-            raise ValueError(f"point {point.id}: {name} vector has {len(vector)} dims, the KB has {dim}")
+            raise ValueError(
+                f"point {point.id}: {name} vector has {len(vector)} dims, the KB has {dim}"
+            )
     if len(point.sparse.indices) != len(point.sparse.values):
         raise ValueError(f"point {point.id}: sparse vector has mismatched indices and values")
 
@@ -136,7 +138,9 @@ def hits(
                 id=pid,
                 payload=payload,
                 fused=score,
-                dense=cosine(query_unit, dense_vector(vectors)) if sparse_scores is not None else score,
+                dense=cosine(query_unit, dense_vector(vectors))
+                if sparse_scores is not None
+                else score,
                 sparse=(sparse_scores or {}).get(pid),
                 content=cosine(query_unit, content) if content else None,
             )

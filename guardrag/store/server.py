@@ -163,9 +163,16 @@ class ServerStore:
         if sparse is None:
             with self._reading(kb):
                 found = self._client.query_points(
-                    alias, query=query, using=c.DENSE, limit=limit, with_payload=True, with_vectors=vectors
+                    alias,
+                    query=query,
+                    using=c.DENSE,
+                    limit=limit,
+                    with_payload=True,
+                    with_vectors=vectors,
                 ).points
-            return c.hits(((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found), query)
+            return c.hits(
+                ((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found), query
+            )
         n = c.prefetch_limit(limit)
         prefetch = [models.Prefetch(query=query, using=name, limit=n) for name in vectors]
         requests: list[models.QueryRequest] = []
