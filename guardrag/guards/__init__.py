@@ -1,0 +1,14 @@
+"""Input and output guards: typed refusals before retrieval and before the answer is shown.
+
+`telemetry` is imported first so guardrails-ai never phones home (see its docstring).
+"""
+
+from guardrag.guards.telemetry import configure_guardrails_offline
+
+configure_guardrails_offline()
+
+from guardrag.guards.finding import GuardFinding  # noqa: E402
+from guardrag.guards.input_guard import InputGuard  # noqa: E402
+from guardrag.guards.output_guard import OutputGuard  # noqa: E402
+
+__all__ = ["GuardFinding", "InputGuard", "OutputGuard"]
