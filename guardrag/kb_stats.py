@@ -6,17 +6,20 @@ re-ingest) and shared by `classify` (names the KB never mentions) and `rerank` (
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from guardrag.store import VectorStore
 from guardrag.text import content_words, normalise
 
 _WORD = re.compile(r"[a-z0-9]+")
+MIN_CORRECTABLE = 5  # shorter words have too many close neighbours to correct safely
+SPELLING_CUTOFF = 0.85  # difflib ratio; "acounts"/"account" is 0.86, "loan"/"lean" would not do
 
 
 def joined_words(text: str) -> set[str]:
@@ -33,6 +36,7 @@ class KBStats:
     vocabulary: frozenset[str]
     doc_freq: dict[str, int]
     n_docs: int
+    _spelling: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_texts(cls, snapshot_id: str, texts: Iterable[str]) -> KBStats:
@@ -49,15 +53,28 @@ class KBStats:
         """BM25-style IDF; a word the KB never uses weighs the most."""
         return math.log((self.n_docs + 1) / (self.doc_freq.get(word, 0) + 0.5))
 
+    def canonical(self, word: str) -> str:
+        """The KB's spelling of a misspelt query word ("acounts" -> "account"), else the word.
+
+        Only words of 5+ letters the KB never uses are corrected, and only to a close match.
+        """
+        if len(word) < MIN_CORRECTABLE or word in self.doc_freq or word in self.vocabulary:
+            return word
+        if word not in self._spelling:
+            close = difflib.get_close_matches(word, self.doc_freq.keys(), n=1, cutoff=SPELLING_CUTOFF)
+            self._spelling[word] = close[0] if close else word
+        return self._spelling[word]
+
     def idf_coverage(self, query: str, text: str) -> float:
         """IDF-weighted share of the query's content words found in `text`.
 
         Covering "fee" matters; covering the KB's own brand name (in every entry) barely does.
+        Misspellings are corrected against the KB, and "topup" matches "top up".
         """
-        wanted = set(content_words(query))
+        wanted = {self.canonical(w) for w in content_words(query)}
         if not wanted:
             return 0.0
-        present = set(content_words(text))
+        present = set(content_words(text)) | joined_words(text)
         total = sum(self.idf(w) for w in wanted)
         return sum(self.idf(w) for w in wanted if w in present) / total if total else 0.0
 

@@ -11,7 +11,6 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from graph.state import PipelineState
-from guardrag.contract import RefusalReason
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "moderate_input"
@@ -21,11 +20,7 @@ def moderate_input(
     state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
 ) -> dict[str, Any]:
     question = state.get("question") or ""
-    limit = knobs(config).max_input_chars
-    if len(question) > limit:
-        decision = decide(NODE, "block", "length", len(question), limit)
-        return refuse_with(RefusalReason.INPUT_TOO_LONG, decision)
-    finding = runtime.context.input_guard.check(question)
+    finding = runtime.context.input_guard.check(question, max_chars=knobs(config).max_input_chars)
     if finding is None:
         return {"trail": [decide(NODE, "pass", "no guard fired")]}
     decision = decide(

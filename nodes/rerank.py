@@ -117,7 +117,9 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "trail": [decision],
         }
     passages = _passages(ranked, run)
-    semantic = semantic_similarity(best)
+    # A close match to an FAQ question (the title) is evidence on its own, even when the answer
+    # is worded differently; for documents the title vector already includes the text.
+    semantic = max(best.dense, semantic_similarity(best))
     evidence = lexical_coverage(
         question,
         [point_text(p.payload) for p in passages],

@@ -163,6 +163,8 @@ PASS = [
     "What is OTP?",
     'What is "TNG eWallet Reload Pin"?',
     "I did not receive my OTP, what now?",
+    "can you resend my OTP",
+    "Please resend the verification code to my phone",
     "Tell me how to change my password",
     "Bagaimanakah cara menetapkan semula kata laluan saya?",
     # data look-alikes

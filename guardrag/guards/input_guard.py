@@ -45,12 +45,15 @@ class InputGuard:
             self._local.guard = guard
         return guard
 
-    def check(self, text: str) -> GuardFinding | None:
-        """None = pass; otherwise the first rule that fired (its detail is masked)."""
+    def check(self, text: str, max_chars: int | None = None) -> GuardFinding | None:
+        """None = pass; otherwise the first rule that fired (its detail is masked).
+
+        `max_chars` overrides the guard's length limit for this call (a per-run knob).
+        """
         text = "" if text is None else text
         # Shape first and outside the Guard: O(1)/O(n) on the raw text, and a 1 MB paste
         # never reaches normalisation or guardrails' call logging.
-        found = check_shape(text, self.max_chars)
+        found = check_shape(text, max_chars or self.max_chars)
         if found is not None:
             return found
         cache = NormalizedCache(text)
