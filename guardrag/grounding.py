@@ -797,11 +797,16 @@ def _negation_problem(
     matching: list[tuple[float, bool, str, int]] = []
     for src in sources:
         for sentence in src.sentences:
-            coverage = len(words & src.words[sentence]) / len(words)
             sim = sentence_sim[sentence]
-            if coverage >= NEGATION_COVERAGE and sim >= min_similarity:
-                same = negation_cues(sentence) == negations
-                matching.append((round(coverage + sim, 6), same, sentence, src.passage.number))
+            # The source is split the way claims are, so "X is free [1]" taken from
+            # "X is free, and there is no Y fee" is compared with its own clause, not with "no".
+            parts = _claim_parts(sentence)
+            for text in (sentence, *parts) if len(parts) > 1 else (sentence,):
+                part_words = src.words[sentence] if text == sentence else content_words(text)
+                coverage = len(words & part_words) / len(words)
+                if coverage >= NEGATION_COVERAGE and sim >= min_similarity:
+                    same = negation_cues(text) == negations
+                    matching.append((round(coverage + sim, 6), same, sentence, src.passage.number))
     if not matching:
         return ""
     top = max(m[0] for m in matching)
