@@ -61,7 +61,9 @@ class KBStats:
         if len(word) < MIN_CORRECTABLE or word in self.doc_freq or word in self.vocabulary:
             return word
         if word not in self._spelling:
-            close = difflib.get_close_matches(word, self.doc_freq.keys(), n=1, cutoff=SPELLING_CUTOFF)
+            close = difflib.get_close_matches(
+                word, self.doc_freq.keys(), n=1, cutoff=SPELLING_CUTOFF
+            )
             self._spelling[word] = close[0] if close else word
         return self._spelling[word]
 
