@@ -68,17 +68,13 @@ def ingest(
     from guardrag.embedder import OnnxEmbedder
     from guardrag.ingest import ingest as run_ingest
     from guardrag.ingest import load_entries, parse_columns
-    from guardrag.store import open_store
+    from guardrag.store import store_from_settings
 
     name = _kb(kb)
     settings = load_settings()
     mapping = parse_columns(columns)
     total = len(load_entries(paths, mapping, skip_bad_rows)[0])
-    store = open_store(
-        settings.data_dir,
-        settings.qdrant_url,
-        settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
-    )
+    store = store_from_settings(settings)
     try:
         with tqdm(total=total, desc=f"ingest {name}", unit="entry", file=sys.stderr) as bar:
             report = run_ingest(
@@ -227,14 +223,10 @@ def graph(
 @app.command()
 def kbs() -> None:
     """List knowledge bases with their entry counts and snapshot ids."""
-    from guardrag.store import open_store
+    from guardrag.store import store_from_settings
 
     settings = load_settings()
-    store = open_store(
-        settings.data_dir,
-        settings.qdrant_url,
-        settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
-    )
+    store = store_from_settings(settings)
     try:
         for name in store.list_kbs():
             info = store.kb_info(name)

@@ -23,7 +23,7 @@ from guardrag.embedder import Embedder, OnnxEmbedder
 from guardrag.guards import InputGuard, OutputGuard
 from guardrag.llm import load_chat_model
 from guardrag.rerank import FusedReranker, Reranker
-from guardrag.store import VectorStore, open_store
+from guardrag.store import VectorStore, store_from_settings
 
 
 def build_services(
@@ -37,12 +37,7 @@ def build_services(
     """Real services from settings; tests pass fakes for any of them."""
     embedder = embedder or OnnxEmbedder()
     return Services(
-        store=store
-        or open_store(
-            settings.data_dir,
-            settings.qdrant_url,
-            settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
-        ),
+        store=store or store_from_settings(settings),
         embedder=embedder,
         input_guard=InputGuard(),
         output_guard=OutputGuard(),

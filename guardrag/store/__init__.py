@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from guardrag.store.base import Hit, IndexUnavailable, KBInfo, Point, SparseVector, VectorStore
+
+if TYPE_CHECKING:
+    from config.settings import Settings
 
 __all__ = [
     "Hit",
@@ -14,6 +18,7 @@ __all__ = [
     "SparseVector",
     "VectorStore",
     "open_store",
+    "store_from_settings",
 ]
 
 
@@ -28,3 +33,9 @@ def open_store(
     from guardrag.store.edge import EdgeStore
 
     return EdgeStore(data_dir)
+
+
+def store_from_settings(settings: Settings) -> VectorStore:
+    """The store the process settings name (GUARDRAG_QDRANT_URL / _API_KEY / _DATA_DIR)."""
+    key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+    return open_store(settings.data_dir, settings.qdrant_url, key)
