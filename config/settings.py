@@ -6,6 +6,7 @@ Validated once at start-up; a bad value stops the process with a message naming 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -44,12 +45,56 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM endpoint.")
     llm_timeout_s: float = Field(30.0, gt=0, description="Per-call LLM timeout in seconds.")
     llm_max_retries: int = Field(2, ge=0, le=10, description="LLM retries with backoff.")
+    llm_local: bool = Field(
+        True,
+        description="Serve the bundled local model when GUARDRAG_LLM_BASE_URL is unset (make llm).",
+    )
+    llm_local_model: Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] = Field(
+        "qwen2.5-coder-1.5b", description="Which bundled local model to serve."
+    )
+    llm_model_dir: Path | None = Field(
+        None, description="Where the local model's GGUF file lives; default <data_dir>/models."
+    )
+    llm_threads: int | None = Field(
+        None, ge=1, description="CPU threads for the local model; default all cores."
+    )
+    llm_ctx: int = Field(
+        4096, ge=512, le=32768, description="Context window of the local model, in tokens."
+    )
+    llm_start_timeout_s: float = Field(
+        120.0, gt=0, description="How long to wait for the local model server to answer."
+    )
     qdrant_url: str | None = Field(
         None, description="Qdrant server or cluster URL; unset means embedded Qdrant Edge."
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    rerank_url: str | None = Field(
+        None,
+        description="Cross-encoder at an HTTP /rerank endpoint (text-embeddings-inference "
+        "format); unset means the offline fused reranker.",
+    )
     api_key: SecretStr | None = Field(None, description="Key clients must send to the HTTP API.")
     admin_token: SecretStr | None = Field(None, description="Token for the audit views.")
+    host: str = Field("127.0.0.1", description="Interface the app and API bind to.")
+    port: int = Field(7860, ge=1, le=65535, description="Port the app and API listen on.")
+    rate_limit_per_minute: float = Field(
+        60.0, gt=0, description="Sustained /v1 requests per minute allowed to each client."
+    )
+    rate_limit_burst: int = Field(
+        10, ge=1, description="Requests a client may send at once before the rate limit applies."
+    )
+    max_request_bytes: int = Field(
+        16_384, ge=1_024, description="Largest /v1 request body accepted (bigger: HTTP 413)."
+    )
+    cors_origins: str = Field(
+        "", description="Comma-separated origins allowed by CORS; empty (default) turns CORS off."
+    )
+    upload_max_bytes: int = Field(
+        5_000_000, ge=1_024, description="Largest knowledge-base file the UI accepts for ingest."
+    )
+    recent_results: int = Field(
+        200, ge=1, le=100_000, description="Recent results kept in memory for the Audit tab."
+    )
 
     @field_validator("llm_base_url")
     @classmethod
@@ -60,6 +105,11 @@ class Settings(BaseSettings):
     @classmethod
     def _qdrant_url(cls, value: str | None) -> str | None:
         return _check_url(value, "GUARDRAG_QDRANT_URL")
+
+    @field_validator("rerank_url")
+    @classmethod
+    def _rerank_url(cls, value: str | None) -> str | None:
+        return _check_url(value, "GUARDRAG_RERANK_URL")
 
     @field_validator("default_kb")
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from config.settings import Settings
 from guardrag.kb_stats import KBStats, point_text
 from guardrag.text import coverage
 
@@ -102,3 +103,8 @@ class HttpReranker:
             return scores
         except (httpx.HTTPError, KeyError, ValueError, TypeError, IndexError) as exc:
             raise RerankUnavailable(f"reranker at {self.url} failed: {exc}") from exc
+
+
+def load_reranker(settings: Settings) -> Reranker:
+    """The cross-encoder at GUARDRAG_RERANK_URL when set, else the offline fused scorer."""
+    return HttpReranker(settings.rerank_url) if settings.rerank_url else FusedReranker()

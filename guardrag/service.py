@@ -22,7 +22,7 @@ from guardrag.domain import DomainClassifier
 from guardrag.embedder import Embedder, OnnxEmbedder
 from guardrag.guards import InputGuard, OutputGuard
 from guardrag.llm import load_chat_model
-from guardrag.rerank import FusedReranker, Reranker
+from guardrag.rerank import Reranker, load_reranker
 from guardrag.store import VectorStore, store_from_settings
 
 
@@ -42,7 +42,7 @@ def build_services(
         input_guard=InputGuard(),
         output_guard=OutputGuard(),
         domain=DomainClassifier(embedder),
-        reranker=reranker or FusedReranker(),
+        reranker=reranker or load_reranker(settings),
         chat_model=chat_model if chat_model is not None else load_chat_model(settings),
         model_name=settings.llm_model,
     )
