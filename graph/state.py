@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypedDict
+from dataclasses import dataclass, fields
+from typing import Annotated, Literal, TypedDict
 
 from guardrag.contract import Citation, Decision, Refusal, Route, Usage
+from guardrag.store import Hit
 
 Domain = Literal["in_domain", "out_of_domain", "greeting"]
 
@@ -19,16 +20,14 @@ class InputState(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class Candidate:
-    """A retrieved entry with the scores that ranked it (rerank fills `score`)."""
+class Candidate(Hit):
+    """A retrieved entry with the score that ranked it (rerank sets `score`)."""
 
-    id: str
-    payload: dict[str, Any]
-    fused: float
-    dense: float
-    content: float | None
-    sparse: float | None
-    score: float
+    score: float = 0.0
+
+    @classmethod
+    def of(cls, hit: Hit, score: float) -> Candidate:
+        return cls(**{f.name: getattr(hit, f.name) for f in fields(Hit)}, score=score)
 
     @property
     def is_faq(self) -> bool:

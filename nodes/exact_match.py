@@ -39,9 +39,7 @@ def exact_match(
             )
         if len(hits) == 1:  # two FAQ entries with one key are ambiguous: let retrieval decide
             hit = hits[0]
-            match = Candidate(
-                hit.id, hit.payload, fused=1.0, dense=1.0, content=None, sparse=None, score=1.0
-            )
+            match = Candidate.of(hit, score=1.0)
             decision = decide(
                 NODE, "hit", field_name, 1.0, 1.0, source_id=hit.payload.get("source_id")
             )

@@ -25,18 +25,7 @@ def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         return refuse_with(
             RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
         )
-    candidates = [
-        Candidate(
-            h.id,
-            h.payload,
-            fused=h.fused,
-            dense=h.dense,
-            content=h.content,
-            sparse=h.sparse,
-            score=h.fused,
-        )
-        for h in hits
-    ]
+    candidates = [Candidate.of(h, score=h.fused) for h in hits]
     mode = "hybrid" if sparse is not None else "dense"
     if not candidates:
         return refuse_with(
