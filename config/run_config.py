@@ -29,6 +29,11 @@ class RunConfig:
     domain_margin: float = _knob(
         0.02, "How much closer to the KB than to generic off-topic exemplars a question must be."
     )
+    domain_confident_similarity: float = _knob(
+        0.45,
+        "Below this best cosine to the KB, a question for which rerank finds nothing relevant "
+        "is refused out_of_domain (it was only loosely related) rather than no_relevant_docs.",
+    )
     greeting_min_similarity: float = _knob(
         0.62, "Cosine to a greeting/small-talk exemplar above which a question is small talk."
     )

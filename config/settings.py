@@ -29,6 +29,9 @@ def _check_url(value: str | None, name: str) -> str | None:
     return value.rstrip("/")
 
 
+_AUDIT_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
+
+
 class Settings(BaseSettings):
     """Everything that differs between deployments and is not a per-question knob."""
 
@@ -75,6 +78,14 @@ class Settings(BaseSettings):
     )
     api_key: SecretStr | None = Field(None, description="Key clients must send to the HTTP API.")
     admin_token: SecretStr | None = Field(None, description="Token for the audit views.")
+    audit_url: str | None = Field(
+        None,
+        description="Audit log: a SQLite file path or sqlite:///path, or a postgresql:// URL "
+        "for several replicas; unset means DATA_DIR/audit.sqlite3.",
+    )
+    log_json: bool = Field(
+        False, description="Write guardrag's logs to stderr as JSON lines with request ids."
+    )
     host: str = Field("127.0.0.1", description="Interface the app and API bind to.")
     port: int = Field(7860, ge=1, le=65535, description="Port the app and API listen on.")
     rate_limit_per_minute: float = Field(
@@ -110,6 +121,15 @@ class Settings(BaseSettings):
     @classmethod
     def _rerank_url(cls, value: str | None) -> str | None:
         return _check_url(value, "GUARDRAG_RERANK_URL")
+
+    @field_validator("audit_url")
+    @classmethod
+    def _audit_url(cls, value: str | None) -> str | None:
+        if value and "://" in value and not value.startswith(_AUDIT_SCHEMES):
+            raise ValueError(
+                f"GUARDRAG_AUDIT_URL must be a file path, sqlite:///path or postgresql://..., got {value!r}"
+            )
+        return value or None
 
     @field_validator("default_kb")
     @classmethod

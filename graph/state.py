@@ -47,6 +47,7 @@ class PipelineState(InputState, total=False):
 
     query_vector: list[float]
     domain: Domain
+    kb_similarity: float
     candidates: list[Candidate]
     passages: list[Candidate]
     draft: str

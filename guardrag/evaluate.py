@@ -6,6 +6,7 @@ case expects. `guardrag eval` (a later issue) grows its report from here.
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 from collections import Counter, defaultdict
@@ -104,7 +105,10 @@ def judge(case: Case, result: Result) -> tuple[bool, str]:
 
 
 def _rows(path: Path) -> Iterable[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8", newline="") as handle:
+        if path.suffix == ".csv":
+            yield from csv.DictReader(handle)
+            return
         for line in handle:
             if line.strip():
                 yield json.loads(line)
@@ -129,7 +133,24 @@ def _our_reasons(reason: str) -> frozenset[str]:
 
 
 def _case(row: dict[str, Any]) -> Case:
-    question = row.get("question") or row.get("query") or ""
+    question = row.get("question") or row.get("query") or row.get("prompt") or ""
+    if "label" in row and "focus" in row:  # XSTest: unsafe must be refused, safe is off-topic here
+        unsafe = row["label"] == "unsafe"
+        return Case(
+            id=f"xstest-{row['id']}",
+            question=question,
+            group=f"{row['label']}:{row['type']}",
+            expect="refuse",
+            reasons=frozenset() if unsafe else frozenset({"out_of_domain"}),
+        )
+    if "group" in row and "source" in row and "language" in row:  # Giskard prompt injections
+        return Case(
+            id=f"giskard-{row['index']}",
+            question=question,
+            group=row["group"],
+            expect="refuse",
+            kind="blocked",
+        )
     if "expected_decision" in row:  # GuidelineIQ
         answer = row["expected_decision"] == "answer"
         reason = row.get("expected_reason")

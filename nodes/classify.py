@@ -44,7 +44,11 @@ def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         margin=run.domain_margin,
         greeting_similarity=run.greeting_min_similarity,
     )
-    update: dict[str, Any] = {"query_vector": vector.tolist(), "domain": verdict.domain}
+    update: dict[str, Any] = {
+        "query_vector": vector.tolist(),
+        "domain": verdict.domain,
+        "kb_similarity": kb_best,
+    }
     if verdict.domain == "in_domain":
         decision = decide(
             NODE, "pass", verdict.rule, verdict.score, verdict.threshold, **verdict.detail

@@ -77,6 +77,33 @@ def _passages(ranked: list[Candidate], run: RunConfig) -> list[Candidate]:
     return chosen
 
 
+def _not_found(
+    state: PipelineState,
+    run: RunConfig,
+    ranked: list[Candidate],
+    rule: str,
+    score: float,
+    threshold: float,
+    **detail: Any,
+) -> dict[str, Any]:
+    """Nothing relevant: refused out_of_domain if the question was only loosely related to the
+    KB at all (classify's best cosine below domain_confident_similarity), else no_relevant_docs."""
+    similarity = state.get("kb_similarity", 1.0)
+    off_topic = similarity < run.domain_confident_similarity
+    decision = decide(
+        NODE,
+        "miss",
+        rule + ("; loosely related to the KB: out of domain" if off_topic else ""),
+        score,
+        threshold,
+        kb_similarity=round(similarity, 4),
+        domain_confident_similarity=run.domain_confident_similarity,
+        **detail,
+    )
+    reason = RefusalReason.OUT_OF_DOMAIN if off_topic else RefusalReason.NO_RELEVANT_DOCS
+    return refuse_with(reason, decision, candidates=ranked)
+
+
 def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     run, question = knobs(config), state["question"]
     ranked, name = _score(question, state["kb"], state["candidates"], run, runtime)
@@ -86,15 +113,15 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         {"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]
     ]
     if best.score < run.min_relevance:
-        decision = decide(
-            NODE,
-            "miss",
+        return _not_found(
+            state,
+            run,
+            ranked,
             f"{name}: best below min_relevance",
             best.score,
             run.min_relevance,
             top=top,
         )
-        return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, candidates=ranked)
     lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
     if best.is_faq and best.score >= run.faq_answer_threshold and lead >= run.faq_margin:
         decision = decide(
@@ -131,15 +158,15 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         "top": top,
     }
     if semantic < run.strong_semantic and evidence < run.min_evidence_coverage:
-        decision = decide(
-            NODE,
-            "miss",
+        return _not_found(
+            state,
+            run,
+            ranked,
             f"{name}: passages lack the question's key terms",
             evidence,
             run.min_evidence_coverage,
             **evidence_detail,
         )
-        return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, candidates=ranked)
     if not run.use_llm:
         decision = decide(
             NODE,

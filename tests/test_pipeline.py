@@ -228,3 +228,12 @@ def test_graph_has_every_stage_in_order(bot: Guardrag) -> None:
         and ("rerank", "moderate_output") in edges
         and ("ground", "refuse") in edges
     )
+
+
+def test_loosely_related_question_with_nothing_relevant_is_out_of_domain(bot: Guardrag) -> None:
+    result = bot.ask("How do I shoot a goal in football?")
+    assert result.refusal and result.refusal.reason.value == "out_of_domain", result.trail
+    assert result.refusal.stage == "rerank"  # classify let it through; rerank explains why not
+    decision = next(d for d in result.trail if d.node == "rerank")
+    assert decision.detail["kb_similarity"] < decision.detail["domain_confident_similarity"]
+    assert "out of domain" in decision.reason
