@@ -71,13 +71,17 @@ class OnnxEmbedder:
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._lock = threading.Lock()  # the tokenizer's padding state is not thread-safe
 
-    def embed(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    def embed(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        rows = [
-            self._embed_batch(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)
-        ]
-        return np.vstack(rows)
+        # Batches of similar length: padding every text to the batch's longest wastes most of
+        # the compute when short questions and long answers share a batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        rows = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            rows[chunk] = self._embed_batch([texts[i] for i in chunk])
+        return rows
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         with self._lock:
