@@ -12,6 +12,8 @@ import typer
 from tqdm import tqdm
 
 from config.settings import SettingsError, describe_settings, load_settings, validate_kb_name
+from guardrag.audit.cli import audit_app
+from guardrag.audit.logs import configure_json_logging
 from guardrag.contract import Result
 from guardrag.embedder import EmbedderUnavailable
 from guardrag.ingest import IngestError
@@ -128,7 +130,7 @@ def ask(
     """Answer one question (or refuse it, with the reason)."""
     from guardrag.service import Guardrag
 
-    bot = Guardrag.from_settings()
+    bot = Guardrag.from_settings(source="cli")
     try:
         result = bot.ask(question, _kb(kb))
     finally:
@@ -182,7 +184,7 @@ def batch(
     for problem in bad:
         typer.secho(f"skipped: {problem}", fg=typer.colors.YELLOW, err=True)
     name = _kb(kb)
-    bot = Guardrag.from_settings()
+    bot = Guardrag.from_settings(source="batch")
     counts = {"answered": 0, "refused": 0}
     try:
         with (
@@ -238,9 +240,14 @@ def kbs() -> None:
         store.close()
 
 
+app.add_typer(audit_app, name="audit")
+
+
 def main() -> None:
     """Console entry point: known failures become one clear line and exit code 2, never a traceback."""
     try:
+        if load_settings().log_json:
+            configure_json_logging()
         app()
     except (SettingsError, IngestError, IndexUnavailable, EmbedderUnavailable, OSError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)

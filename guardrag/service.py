@@ -17,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from config.settings import Settings, load_settings, validate_kb_name
 from graph.builder import build_graph
 from graph.context import Services
+from guardrag.audit import AuditSink
 from guardrag.contract import Refusal, Result, Usage
 from guardrag.domain import DomainClassifier
 from guardrag.embedder import Embedder, OnnxEmbedder
@@ -49,20 +50,36 @@ def build_services(
 
 
 class Guardrag:
-    """Answers questions from one or more knowledge bases through the guarded graph."""
+    """Answers questions from one or more knowledge bases through the guarded graph.
 
-    def __init__(self, services: Services, settings: Settings | None = None) -> None:
+    With an audit sink, every result is recorded (redacted, append-only) without slowing or
+    failing the request.
+    """
+
+    def __init__(
+        self, services: Services, settings: Settings | None = None, audit: AuditSink | None = None
+    ) -> None:
         self.services = services
         self.settings = settings or load_settings()
+        self.audit = audit
         self.graph = build_graph()
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> Guardrag:
+    def from_settings(
+        cls,
+        settings: Settings | None = None,
+        *,
+        audit: bool = True,
+        source: str = "python",
+        **overrides: Any,
+    ) -> Guardrag:
+        """Real services from settings; `source` names the entry point in the audit log."""
         settings = settings or load_settings()
-        return cls(build_services(settings, **overrides), settings)
+        sink = AuditSink.from_settings(settings, source=source) if audit else None
+        return cls(build_services(settings, **overrides), settings, sink)
 
     def with_services(self, **changes: Any) -> Guardrag:
-        return Guardrag(replace(self.services, **changes), self.settings)
+        return Guardrag(replace(self.services, **changes), self.settings, self.audit)
 
     def ask(
         self,
@@ -82,7 +99,17 @@ class Guardrag:
             "run_id": request_id,
         }
         state = self.graph.invoke({"question": question, "kb": kb}, config, context=self.services)
-        return to_result(state, question, request_id, row_id, (time.perf_counter() - start) * 1000)
+        result = to_result(
+            state, question, request_id, row_id, (time.perf_counter() - start) * 1000
+        )
+        if self.audit:
+            self.audit.record(result, kb=kb, knobs=knobs, services=self.services)
+        return result
+
+    def feedback(self, request_id: str, score: int, comment: str = "") -> None:
+        """A user's thumbs up (1) or down (-1) on an answer, kept with its audit record."""
+        if self.audit:
+            self.audit.feedback(request_id, score, comment)
 
     def ask_many(
         self,
@@ -108,6 +135,8 @@ class Guardrag:
             yield from pool.map(one, rows)
 
     def close(self) -> None:
+        if self.audit:
+            self.audit.close()
         self.services.store.close()
 
 
