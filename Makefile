@@ -5,7 +5,9 @@ PY := $(VENV)/bin/python
 KB ?= kinetic
 export GUARDRAG_DATA_DIR ?= ./data
 
-.PHONY: run test install lint typecheck pytest ingest-sample clean
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run serve test install browser lint typecheck pytest ingest-sample clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +26,13 @@ ingest-sample: install
 run: ingest-sample
 	$(PY) app.py
 
+serve: ingest-sample
+	$(VENV)/bin/guardrag serve
+
+# Debian's chromium for the browser tests (Playwright drives it; no browser download).
+browser:
+	@test -x /usr/bin/chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -31,10 +40,10 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-pytest: install
+pytest: install browser
 	$(VENV)/bin/pytest
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) data .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) data artifacts .mypy_cache .ruff_cache .pytest_cache

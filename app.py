@@ -1,20 +1,33 @@
-"""A first Gradio chat over guardrag: answers with citations and a badge, or a typed refusal.
+"""The Gradio app over guardrag: chat, audit, knowledge-base and graph tabs.
 
-Run with `python app.py`; binds GUARDRAG_HOST:GUARDRAG_PORT (default 127.0.0.1:7860), no share link.
+Answers appear only after the whole pipeline (guards included) has run; the final text is then
+streamed in pieces for feel. Everything that comes from the KB or a model is escaped.
+Run with `python app.py` (GUARDRAG_HOST:GUARDRAG_PORT, default 127.0.0.1:7860, no share link);
+`guardrag serve` mounts the same app at /ui next to the HTTP API.
 """
 
 from __future__ import annotations
 
+import hmac
 import html
+import json
 import logging
-import os
 import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
 
 import gradio as gr
+from pydantic import SecretStr
 
-from guardrag.contract import Result
+from config.settings import Settings, validate_kb_name
+from guardrag.api import RecentResults, Recorded, answer_chunks, kb_summaries
+from guardrag.contract import RefusalReason, Result
+from guardrag.ingest import IngestError, ingest, load_entries
 from guardrag.service import Guardrag
 
 log = logging.getLogger("guardrag.app")
@@ -26,13 +39,35 @@ EXAMPLES = [
     "What's the weather tomorrow?",
 ]
 TRAIL_HEADERS = ["node", "verdict", "reason", "score", "threshold", "ms"]
+AUDIT_HEADERS = ["time (UTC)", "request id", "question", "outcome", "route / reason", "ms"]
+KB_HEADERS = ["name", "description", "entries", "snapshot", "last ingest"]
 ROUTE_BADGES = {"exact_match": "FAQ match", "semantic_match": "FAQ match", "generated": "Generated"}
 ERROR_MESSAGE = "Sorry, something went wrong while answering. Please try again later."
+ERROR_BADGE = "Refused: internal_error (error, at app)"
+THINKING = "*Checking the knowledge base…*"
+DENIED = "Access denied: wrong or missing admin token."
+NO_TOKEN = "disabled: set GUARDRAG_ADMIN_TOKEN to enable it."
+UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".md", ".txt")
+ALL = "all"
+CSS = """
+.route-badge {display: inline-block; padding: 2px 12px; border-radius: 999px; font-weight: 600}
+.route-faq {background: #dcfce7; color: #166534}
+.route-generated {background: #dbeafe; color: #1e40af}
+.route-refused {background: #fee2e2; color: #991b1b}
+"""
 _MARKDOWN_LINK = re.compile(r"([\[\]])")
 _URL_SAFE = ":/?#@!$&*+,;=%-._~"
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 Message = dict[str, Any]
 TrailRow = list[str | float | None]
+Row = list[str | int | float | None]
+FeedbackHandler = Callable[[str, int], None]
+# One chat update: history, question box, badge, trail rows, message index -> request id, summary.
+ChatUpdate = tuple[list[Message], str, str, list[TrailRow], dict[int, str], str]
+
+
+# --- formatting (everything from the KB or a model is escaped) ----------------------------
 
 
 def escape_text(text: str) -> str:
@@ -58,10 +93,25 @@ def badge(result: Result) -> str:
     return ROUTE_BADGES.get(result.route or "", "Answered")
 
 
+def badge_html(result: Result | None) -> str:
+    """The badge as a coloured pill (red for refusals, blue for generated, green for FAQ)."""
+    if result is None:
+        text, kind = ERROR_BADGE, "refused"
+    else:
+        text = badge(result)
+        kind = (
+            "refused" if result.refusal else "generated" if result.route == "generated" else "faq"
+        )
+    return f'<span class="route-badge route-{kind}">{html.escape(text)}</span>'
+
+
+def answer_text(result: Result) -> str:
+    return result.answer or (result.refusal.message if result.refusal else "")
+
+
 def format_result(result: Result) -> str:
     """The assistant message: answer text, numbered citation links and the badge line."""
-    text = result.answer or (result.refusal.message if result.refusal else "")
-    parts = [escape_text(text)]
+    parts = [escape_text(answer_text(result))]
     links = []
     for number, citation in enumerate(result.citations, start=1):
         title = escape_text(citation.title or citation.source_id)
@@ -91,87 +141,439 @@ def trail_rows(result: Result | None) -> list[TrailRow]:
     ]
 
 
+def summary(result: Result | None) -> str:
+    """One line under the trail: confidence, latency and the request id to quote."""
+    if result is None:
+        return ""
+    return (
+        f"confidence {result.confidence:.2f} · {result.latency_ms:.0f} ms · "
+        f"request `{escape_text(result.request_id)}`"
+    )
+
+
+# --- chat ---------------------------------------------------------------------------------
+
+
+def ask_safely(bot: Guardrag, question: str, kb: str | None) -> Result | None:
+    """The result, or None (logged) if the pipeline raised: the UI never shows a traceback."""
+    try:
+        return bot.ask(question, kb or None)
+    except Exception:
+        log.exception("unexpected error answering a question")
+        return None
+
+
+def _say(history: list[Message], content: str) -> list[Message]:
+    """A copy of `history` whose last (assistant) message reads `content`."""
+    return [*history[:-1], {"role": "assistant", "content": content}]
+
+
+def chat_turn(
+    bot: Guardrag,
+    question: str,
+    history: list[Message] | None,
+    kb: str | None,
+    ids: dict[int, str] | None,
+    *,
+    recent: RecentResults | None = None,
+    delay_s: float = 0.0,
+) -> Iterator[ChatUpdate]:
+    """One chat turn as a stream of updates: a placeholder while the pipeline runs, then the
+    checked answer in pieces, then the final message with citations and badge. Never raises."""
+    history, ids = list(history or []), dict(ids or {})
+    if not question or not question.strip():
+        yield history, "", "", [], ids, ""
+        return
+    history += [{"role": "user", "content": escape_text(question)}]
+    history += [{"role": "assistant", "content": THINKING}]
+    yield history, "", "", [], ids, ""
+    result = ask_safely(bot, question, kb)
+    if result is None:
+        yield (
+            _say(history, f"{ERROR_MESSAGE}\n\n*{ERROR_BADGE}*"),
+            "",
+            badge_html(None),
+            [],
+            ids,
+            "",
+        )
+        return
+    if recent is not None:
+        recent.add(result)
+    ids[len(history) - 1] = result.request_id
+    shown, rows, why = badge_html(result), trail_rows(result), summary(result)
+    text = ""
+    for piece in answer_chunks(answer_text(result)):
+        text += piece
+        yield _say(history, escape_text(text)), "", shown, rows, ids, why
+        time.sleep(delay_s)
+    yield _say(history, format_result(result)), "", shown, rows, ids, why
+
+
 def respond(
     bot: Guardrag, question: str, history: list[Message] | None, kb: str | None
 ) -> tuple[list[Message], str, list[TrailRow]]:
-    """One chat turn: (new history, cleared input, trail rows). Never raises."""
-    history = list(history or [])
-    if not question or not question.strip():
-        return history, "", []
-    history.append({"role": "user", "content": escape_text(question)})
+    """One chat turn without streaming: (new history, cleared input, trail rows)."""
+    *_, (history, cleared, _, rows, _, _) = chat_turn(bot, question, history, kb, {})
+    return history, cleared, rows
+
+
+def log_feedback(request_id: str, score: int) -> None:
+    """The default feedback sink: a log line (the audit store plugs in here later)."""
+    log.info("feedback %+d for request %s", score, request_id)
+
+
+def feedback_score(liked: bool | str | None) -> int:
+    """+1 for thumbs up, -1 for thumbs down, 0 when the vote is withdrawn."""
+    return 1 if liked is True else -1 if liked is False else 0
+
+
+def record_feedback(
+    on_feedback: FeedbackHandler, ids: dict[int, str], index: int | tuple[int, int], liked: Any
+) -> None:
+    """Pass a vote on the assistant message at `index` to `on_feedback`; never raises."""
+    request_id = ids.get(index if isinstance(index, int) else index[0])
+    if request_id is None:  # a placeholder or error message: nothing to rate
+        return
     try:
-        result = bot.ask(question, kb or None)
-        reply, rows = format_result(result), trail_rows(result)
+        on_feedback(request_id, feedback_score(liked))
     except Exception:
-        log.exception("unexpected error answering a question")
-        reply, rows = f"{ERROR_MESSAGE}\n\n*Refused: internal_error (error, at app)*", []
-    history.append({"role": "assistant", "content": reply})
-    return history, "", rows
+        log.exception("feedback handler failed for request %s", request_id)
 
 
 def kb_choices(bot: Guardrag) -> list[tuple[str, str]]:
     """(label, name) for each KB; the default KB alone if the store cannot be listed."""
-    store = bot.services.store
     try:
-        names = store.list_kbs()
+        summaries = kb_summaries(bot.services.store)
     except Exception:
         log.exception("cannot list knowledge bases")
-        names = []
-    choices = []
-    for name in names or [bot.settings.default_kb]:
-        try:
-            info = store.kb_info(name)
-        except Exception:
-            info = None
-        label = f"{name} ({info.description})" if info and info.description else name
-        choices.append((label, name))
-    return choices
+        summaries = []
+    choices = [
+        (f"{s.name} ({s.description})" if s.description else s.name, s.name) for s in summaries
+    ]
+    return choices or [(bot.settings.default_kb, bot.settings.default_kb)]
 
 
-def build_app(bot: Guardrag) -> gr.Blocks:
-    """The chat UI over `bot`: KB picker, examples, chat, and the last decision trail."""
+# --- audit --------------------------------------------------------------------------------
+
+
+def token_ok(expected: SecretStr | None, given: str | None) -> bool:
+    """Constant-time comparison with the admin token; always False when none is configured."""
+    if expected is None or not given:
+        return False
+    return hmac.compare_digest(given.encode(), expected.get_secret_value().encode())
+
+
+def filter_records(recent: RecentResults, outcome: str, reason: str) -> list[Recorded]:
+    """Recent results, newest first, with the given outcome and refusal reason (or ALL)."""
+    return [
+        r
+        for r in recent.items()
+        if outcome in (ALL, r.result.outcome)
+        and (reason == ALL or (r.result.refusal and r.result.refusal.reason.value == reason))
+    ]
+
+
+def audit_row(record: Recorded) -> Row:
+    result = record.result
+    route = result.refusal.reason.value if result.refusal else result.route
+    return [
+        record.at.strftime("%Y-%m-%d %H:%M:%S"),
+        result.request_id,
+        result.question,
+        result.outcome,
+        route,
+        round(result.latency_ms, 1),
+    ]
+
+
+def audit_view(
+    expected: SecretStr | None, recent: RecentResults, token: str, outcome: str, reason: str
+) -> tuple[str, list[Row]]:
+    """(status line, table rows) for the Audit tab, or a refusal without the right token."""
+    if not token_ok(expected, token):
+        return DENIED, []
+    records = filter_records(recent, outcome, reason)
+    return f"{len(records)} of the last {len(recent.items())} requests", [
+        audit_row(r) for r in records
+    ]
+
+
+def audit_detail(
+    expected: SecretStr | None, recent: RecentResults, token: str, request_id: str
+) -> dict[str, Any]:
+    """The full result object of one recent request (empty without the token or if unknown)."""
+    record = recent.get(request_id) if token_ok(expected, token) else None
+    return record.result.model_dump(mode="json") if record else {}
+
+
+def audit_export(
+    expected: SecretStr | None, recent: RecentResults, token: str, outcome: str, reason: str
+) -> str | None:
+    """A JSONL file of the filtered results (one result object a line), or None if denied."""
+    if not token_ok(expected, token):
+        return None
+    with tempfile.NamedTemporaryFile(
+        "w", suffix=".jsonl", prefix="guardrag-audit-", delete=False, encoding="utf-8"
+    ) as handle:
+        for record in filter_records(recent, outcome, reason):
+            row = {"at": record.at.isoformat(), **record.result.model_dump(mode="json")}
+            handle.write(json.dumps(row) + "\n")
+    return handle.name
+
+
+# --- knowledge bases ----------------------------------------------------------------------
+
+
+def kb_rows(bot: Guardrag) -> list[Row]:
+    return [
+        [s.name, s.description, s.entries, s.snapshot_id, s.updated_at]
+        for s in kb_summaries(bot.services.store)
+    ]
+
+
+def check_upload(path: str | None, max_bytes: int) -> Path:
+    """The uploaded file, if it has an accepted type and size; else IngestError saying why."""
+    if not path:
+        raise IngestError("choose a file first")
+    file = Path(path)
+    if file.suffix.lower() not in UPLOAD_TYPES:
+        raise IngestError(f"unsupported file type {file.suffix!r}; use {', '.join(UPLOAD_TYPES)}")
+    if file.stat().st_size > max_bytes:
+        raise IngestError(f"file too large ({file.stat().st_size} bytes; limit {max_bytes})")
+    return file
+
+
+def stage_upload(settings: Settings, kb: str, file: Path) -> Path:
+    """Copy the upload to <data_dir>/uploads/<kb>/<name>: a stable path, so re-uploading the
+    same file updates its rows (ingest keys rows by source file) instead of adding a copy."""
+    target = settings.data_dir / "uploads" / kb / (_SAFE_NAME.sub("_", file.name) or "upload")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(file, target)
+    return target
+
+
+def ingest_upload(
+    bot: Guardrag,
+    token: str,
+    path: str | None,
+    kb: str,
+    description: str,
+    progress: Callable[[tuple[int, int]], Any] | None = None,
+) -> str:
+    """Validate, stage and ingest an uploaded FAQ file into `kb` with the bot's own store and
+    embedder; returns a status line (escaped). The previous snapshot serves on any failure."""
+    if not token_ok(bot.settings.admin_token, token):
+        return DENIED
+    try:
+        kb = validate_kb_name(kb.strip())
+        file = stage_upload(bot.settings, kb, check_upload(path, bot.settings.upload_max_bytes))
+        total = len(load_entries([file])[0])
+        done = 0
+
+        def advance(count: int) -> None:
+            nonlocal done
+            done += count
+            if progress is not None:
+                progress((done, total))
+
+        report = ingest(
+            bot.services.store,
+            bot.services.embedder,
+            kb,
+            [file],
+            description=description.strip() or None,
+            progress=advance,
+        )
+    except (IngestError, ValueError, OSError) as exc:
+        return f"Not ingested: {escape_text(str(exc))}"
+    return f"Ingested: {escape_text(report.summary())}"
+
+
+# --- graph --------------------------------------------------------------------------------
+
+
+def graph_png(directory: Path) -> Path | None:
+    """The pipeline graph drawn offline by Graphviz, or None (logged) if it cannot be drawn."""
+    from graph.builder import build_graph
+
+    path = directory / "guardrag-graph.png"
+    try:
+        build_graph().get_graph().draw_png(str(path))
+    except Exception:
+        log.exception("cannot draw the pipeline graph")
+        return None
+    return path
+
+
+# --- layout -------------------------------------------------------------------------------
+
+
+def _chat_tab(
+    bot: Guardrag, recent: RecentResults, on_feedback: FeedbackHandler, delay_s: float
+) -> gr.Dropdown:
+    """The chat tab; returns its KB picker so the KB tab can refresh it after an ingest."""
     choices = kb_choices(bot)
     names = [name for _, name in choices]
     default = bot.settings.default_kb if bot.settings.default_kb in names else names[0]
+    kb = gr.Dropdown(
+        choices=choices, value=default, label="Knowledge base", visible=len(choices) > 1
+    )
+    chat = gr.Chatbot(label="Chat", height=460, elem_id="chat")
+    ids = gr.State({})
+    shown = gr.HTML(elem_id="route-badge")
+    with gr.Accordion("Why?", open=False, elem_id="why"):
+        why = gr.Markdown()
+        trail = gr.Dataframe(headers=TRAIL_HEADERS, label="Decision trail", elem_id="trail")
+    question = gr.Textbox(
+        placeholder="Ask a question…", show_label=False, autofocus=True, elem_id="question"
+    )
+    with gr.Row():
+        send = gr.Button("Ask", variant="primary", elem_id="ask")
+        clear = gr.Button("Clear")
+    gr.Examples(EXAMPLES, inputs=question, label="Try")
 
     def on_submit(
-        question: str, history: list[Message] | None, kb: str | None
-    ) -> tuple[list[Message], str, list[TrailRow]]:
-        return respond(bot, question, history, kb)
+        text: str, history: list[Message] | None, name: str | None, known: dict[int, str]
+    ) -> Iterator[ChatUpdate]:
+        yield from chat_turn(bot, text, history, name, known, recent=recent, delay_s=delay_s)
 
+    def on_like(known: dict[int, str], data: gr.LikeData) -> None:
+        record_feedback(on_feedback, known, data.index, data.liked)
+
+    gr.on(
+        [question.submit, send.click],
+        on_submit,
+        inputs=[question, chat, kb, ids],
+        outputs=[chat, question, shown, trail, ids, why],
+        api_name="ask",
+    )
+    chat.like(on_like, inputs=[ids], outputs=None)
+    clear.click(lambda: ([], "", "", [], {}, ""), outputs=[chat, question, shown, trail, ids, why])
+    return kb
+
+
+def _audit_tab(settings: Settings, recent: RecentResults) -> None:
+    expected = settings.admin_token
+    if expected is None:
+        gr.Markdown(f"Audit is {NO_TOKEN}", elem_id="audit-disabled")
+        return
+    token = gr.Textbox(label="Admin token", type="password", elem_id="audit-token")
+    with gr.Row():
+        outcome = gr.Dropdown([ALL, "answered", "refused"], value=ALL, label="Outcome")
+        reason = gr.Dropdown([ALL, *(r.value for r in RefusalReason)], value=ALL, label="Reason")
+        show = gr.Button("Show recent requests", elem_id="audit-show")
+        export = gr.Button("Export JSONL")
+    status = gr.Markdown(elem_id="audit-status")
+    table = gr.Dataframe(
+        headers=AUDIT_HEADERS,
+        label="Recent requests (select a row for the full result)",
+        column_widths=["15%", "22%", "33%", "10%", "14%", "6%"],
+        wrap=True,
+    )
+    detail = gr.JSON(label="Result")
+    download = gr.File(label="Export", interactive=False, visible=False, elem_id="audit-export")
+
+    def on_select(given: str, data: gr.SelectData) -> dict[str, Any]:
+        row = data.row_value or []
+        return audit_detail(expected, recent, given, str(row[1]) if len(row) > 1 else "")
+
+    show.click(
+        lambda *a: audit_view(expected, recent, *a),
+        inputs=[token, outcome, reason],
+        outputs=[status, table],
+    )
+    table.select(on_select, inputs=[token], outputs=[detail])
+
+    def on_export(given: str, kind: str, why: str) -> Any:
+        path = audit_export(expected, recent, given, kind, why)
+        return gr.update(value=path, visible=path is not None)
+
+    export.click(on_export, inputs=[token, outcome, reason], outputs=[download])
+
+
+def _kb_tab(bot: Guardrag, picker: gr.Dropdown) -> None:
+    table = gr.Dataframe(
+        kb_rows(bot), headers=KB_HEADERS, label="Knowledge bases", elem_id="kb-table"
+    )
+    refresh = gr.Button("Refresh")
+    refresh.click(lambda: kb_rows(bot), outputs=[table])
+    gr.Markdown(
+        f"**Ingest a file** ({', '.join(UPLOAD_TYPES)}; at most "
+        f"{bot.settings.upload_max_bytes // 1000} kB). Re-uploading a file updates its entries."
+    )
+    if bot.settings.admin_token is None:
+        gr.Markdown(f"Upload is {NO_TOKEN}", elem_id="upload-disabled")
+        return
+    with gr.Row():
+        file = gr.File(
+            label="FAQ or document file", file_types=list(UPLOAD_TYPES), elem_id="kb-file"
+        )
+        with gr.Column():
+            kb = gr.Textbox(bot.settings.default_kb, label="Knowledge base name", elem_id="kb-name")
+            description = gr.Textbox(label="Description (optional)")
+            token = gr.Textbox(label="Admin token", type="password", elem_id="kb-token")
+            run = gr.Button("Ingest", variant="primary", elem_id="kb-ingest")
+    status = gr.Markdown(elem_id="kb-status")
+
+    def on_ingest(
+        given: str,
+        path: str | None,
+        name: str,
+        text: str,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 (how Gradio injects a progress bar)
+    ) -> tuple[str, list[Row], Any]:
+        def track(step: tuple[int, int]) -> None:
+            progress(step, desc="Embedding", unit="entries")
+
+        message = ingest_upload(bot, given, path, name, text, track)
+        choices = kb_choices(bot)
+        return message, kb_rows(bot), gr.update(choices=choices, visible=len(choices) > 1)
+
+    run.click(on_ingest, inputs=[token, file, kb, description], outputs=[status, table, picker])
+
+
+def build_app(
+    bot: Guardrag,
+    *,
+    recent: RecentResults | None = None,
+    on_feedback: FeedbackHandler | None = None,
+    delay_s: float = 0.02,
+) -> gr.Blocks:
+    """The whole UI over `bot`; `recent` is shared with the API when both run in one process.
+
+    Feedback goes to the bot's audit log (or is logged when it has none).
+    """
+    recent = recent if recent is not None else RecentResults(bot.settings.recent_results)
+    on_feedback = on_feedback or (bot.feedback if bot.audit else log_feedback)
+    picture = graph_png(Path(tempfile.mkdtemp(prefix="guardrag-ui-")))
     with gr.Blocks(title="guardrag", analytics_enabled=False) as demo:
         gr.Markdown("## guardrag\nAnswers only from a verified knowledge base; refuses the rest.")
-        kb = gr.Dropdown(
-            choices=choices, value=default, label="Knowledge base", visible=len(choices) > 1
-        )
-        chat = gr.Chatbot(label="Chat", height=480)
-        question = gr.Textbox(placeholder="Ask a question…", show_label=False, autofocus=True)
-        with gr.Row():
-            send = gr.Button("Ask", variant="primary")
-            clear = gr.ClearButton([chat, question], value="Clear")
-        gr.Examples(EXAMPLES, inputs=question, label="Try")
-        with gr.Accordion("Why?", open=False):
-            trail = gr.Dataframe(headers=TRAIL_HEADERS, label="Last request's decision trail")
-        clear.add(trail)
-        gr.on(
-            [question.submit, send.click],
-            on_submit,
-            inputs=[question, chat, kb],
-            outputs=[chat, question, trail],
-            api_name="ask",
-        )
-    return demo
+        with gr.Tab("Chat"):
+            picker = _chat_tab(bot, recent, on_feedback, delay_s)
+        with gr.Tab("Audit"):
+            _audit_tab(bot.settings, recent)
+        with gr.Tab("Knowledge base"):
+            _kb_tab(bot, picker)
+        with gr.Tab("Graph"):
+            if picture is None:
+                gr.Markdown("The graph cannot be drawn here (Graphviz unavailable).")
+            else:
+                gr.Image(str(picture), show_label=False, interactive=False)
+    return demo.queue(default_concurrency_limit=4)
 
 
 def main() -> None:
     """Build the real services from GUARDRAG_* settings and serve the UI locally."""
     logging.basicConfig(level=logging.INFO)
-    bot = Guardrag.from_settings()
+    bot = Guardrag.from_settings(source="ui")
     try:
         build_app(bot).launch(
-            server_name=os.environ.get("GUARDRAG_HOST", "127.0.0.1"),
-            server_port=int(os.environ.get("GUARDRAG_PORT", "7860")),
+            server_name=bot.settings.host,
+            server_port=bot.settings.port,
             share=False,
+            max_file_size=bot.settings.upload_max_bytes,
+            css=CSS,
         )
     finally:
         bot.close()

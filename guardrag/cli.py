@@ -17,6 +17,7 @@ from guardrag.audit.logs import configure_json_logging
 from guardrag.contract import Result
 from guardrag.embedder import EmbedderUnavailable
 from guardrag.ingest import IngestError
+from guardrag.serve_cli import serve
 from guardrag.store import IndexUnavailable
 
 _ENV_HELP = "\n\n".join(f"{name}: {text}" for name, text in describe_settings())
@@ -241,6 +242,7 @@ def kbs() -> None:
 
 
 app.add_typer(audit_app, name="audit")
+app.command()(serve)
 
 
 def main() -> None:
