@@ -71,6 +71,10 @@ class Settings(BaseSettings):
         None, description="Qdrant server or cluster URL; unset means embedded Qdrant Edge."
     )
     qdrant_api_key: SecretStr | None = Field(None, description="API key for the Qdrant server.")
+    pii_mode: Literal["block", "redact"] = Field(
+        "block",
+        description="Personal data in a question: refuse it (block) or mask it and answer (redact).",
+    )
     rerank_url: str | None = Field(
         None,
         description="Cross-encoder at an HTTP /rerank endpoint (text-embeddings-inference "

@@ -96,6 +96,8 @@ def ingest(
         store.close()
     for problem in report.skipped:
         typer.secho(f"skipped: {problem}", fg=typer.colors.YELLOW, err=True)
+    for entry in report.flagged:
+        typer.secho(f"quarantined: {entry}", fg=typer.colors.YELLOW, err=True)
     typer.echo(report.summary())
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from guardrag.embedder import Embedder
+from guardrag.guards import scan_passage
 from guardrag.store import KBInfo, Point, VectorStore, bm25
 from guardrag.text import normalise, question_key
 
@@ -90,6 +91,7 @@ class IngestReport:
     removed: int = 0
     total: int = 0
     skipped: list[str] = field(default_factory=list)
+    flagged: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         text = (
@@ -99,6 +101,8 @@ class IngestReport:
         )
         if self.skipped:
             text += f"; {len(self.skipped)} bad rows skipped"
+        if self.flagged:
+            text += f"; {len(self.flagged)} quarantined as possible prompt injection"
         return text
 
 
@@ -286,6 +290,23 @@ def load_entries(
     return entries, skipped
 
 
+def quarantine(entries: list[Entry]) -> tuple[list[Entry], list[str]]:
+    """Entries without instructions aimed at the model, and a report line for each one held back.
+
+    A KB entry saying "ignore previous instructions..." is never indexed, so no route (verbatim
+    FAQ answer or LLM context) can ever serve it; a held-back entry that was indexed before is
+    removed like any row deleted from its source.
+    """
+    kept, flagged = [], []
+    for entry in entries:
+        finding = scan_passage(f"{entry.title}\n{entry.text}")
+        if finding is None:
+            kept.append(entry)
+        else:
+            flagged.append(f"{entry.location} {entry.source_id}: {finding.rule} ({finding.detail})")
+    return kept, flagged
+
+
 def point_id(kb: str, source_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{kb}\x00{source_id}"))
 
@@ -317,12 +338,13 @@ def ingest(
     """
     paths = [p.resolve() for p in paths]
     entries, skipped = load_entries(paths, columns, skip_bad_rows)
+    entries, flagged = quarantine(entries)
     previous = {p.id: p for p in store.points(kb)} if store.kb_info(kb) else {}
     ingested_files = {str(p) for p in paths}
 
     fresh: dict[str, Point] = {}
     to_embed: list[Entry] = []
-    report = IngestReport(kb=kb, snapshot_id="", skipped=skipped)
+    report = IngestReport(kb=kb, snapshot_id="", skipped=skipped, flagged=flagged)
     for entry in entries:
         pid = point_id(kb, entry.source_id)
         old = previous.get(pid)

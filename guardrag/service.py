@@ -40,7 +40,7 @@ def build_services(
     return Services(
         store=store or store_from_settings(settings),
         embedder=embedder,
-        input_guard=InputGuard(),
+        input_guard=InputGuard(embedder=embedder, pii=settings.pii_mode),
         output_guard=OutputGuard(),
         domain=DomainClassifier(embedder),
         reranker=reranker or load_reranker(settings),

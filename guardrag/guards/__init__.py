@@ -1,4 +1,5 @@
-"""Input and output guards: typed refusals before retrieval and before the answer is shown.
+"""Input and output guards: typed refusals before retrieval and before the answer is shown,
+and `scan_passage` for instructions hidden in knowledge-base text (indirect injection).
 
 `telemetry` is imported first so guardrails-ai never phones home (see its docstring).
 """
@@ -10,5 +11,6 @@ configure_guardrails_offline()
 from guardrag.guards.finding import GuardFinding  # noqa: E402
 from guardrag.guards.input_guard import InputGuard  # noqa: E402
 from guardrag.guards.output_guard import OutputGuard  # noqa: E402
+from guardrag.guards.passages import scan_passage  # noqa: E402
 
-__all__ = ["GuardFinding", "InputGuard", "OutputGuard"]
+__all__ = ["GuardFinding", "InputGuard", "OutputGuard", "scan_passage"]

@@ -102,7 +102,11 @@ ATTACK_CREDENTIAL = re.compile(
 )
 MS_CREDENTIAL = re.compile(
     r"\b(?:apakah|apa|berapa)\s+(?:nombor\s+)?(?:pin|kata laluan|otp|tac|kod \w+)\s+(?:saya|aku|"
-    r"dia|mereka|orang lain|pengguna lain|\w+ (?:saya|dia))\b|\b(?:beritahu|berikan|bagi|hantar|"
+    r"dia|mereka|orang lain|pengguna lain|\w+ (?:saya|dia))\b|"
+    # An imperative, not "bolehkah saya kongsi OTP ..." (may I share my OTP: a safety question).
+    r"(?<!saya )(?<!aku )(?<!kami )(?<!boleh )(?<!bolehkah )(?<!patut )(?<!perlu )(?<!perlukah )"
+    r"(?<!jangan )(?<!tidak )(?<!tak )(?<!nak )(?<!untuk )"
+    r"\b(?:beritahu|berikan|bagi|hantar|"
     r"tunjukkan|kongsi(?:kan)?|hantarkan)\s+(?:saya|aku|kami)?\s*(?:\S+\s+){0,3}?(?:pin|kata "
     r"laluan|otp|tac|kod (?:otp|tac|pengesahan|keselamatan))\b|\b(?:pin|kata laluan|otp|tac)\s+"
     r"(?:akaun\s+)?(?:orang lain|pengguna lain|dia|mereka|(?:isteri|suami|kawan|jiran|abang|kakak|"

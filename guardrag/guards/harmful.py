@@ -117,8 +117,13 @@ _VIOLENT_VERB = (
 )
 # A person directly followed by "'s" is an owner ("terminate my son's account"), not the
 # target; owned body parts and lives are listed in _HUMAN explicitly.
+# Slang objects: "shoot money to my friend", "hit my sister with a payment request".
+_NOT_VIOLENT = (
+    r"(?!\s+(?:(?:some|the|my|a|an)\s+)?(?:money|cash|funds|payments?|transfers?|messages?|texts?|"
+    r"e-?mails?|requests?|photos?|pictures?|videos?|invites?|links?|duitnow|rm\s?\d)\b)"
+)
 VIOLENCE = re.compile(
-    rf"\b{_VIOLENT_VERB}\b\s+(?:\S+\s+){{0,3}}?{_HUMAN}(?![a-z])(?!['’]s\b|s['’])|"
+    rf"\b{_VIOLENT_VERB}\b{_NOT_VIOLENT}\s+(?:\S+\s+){{0,3}}?{_HUMAN}(?![a-z])(?!['’]s\b|s['’])|"
     rf"\bpush(?:es|ing)?\s+(?:\S+\s+){{0,2}}?{_HUMAN}\s+(?:off|down|out of|in front of|into)\b|"
     rf"\b(?:people|someone|somebody|a person|victims|targets) to {_VIOLENT_VERB}\b|"
     r"\b(?:take|taking|hold|holding|keep|keeping)\s+(?:\S+\s+){0,3}?hostage\b",
@@ -206,7 +211,11 @@ SELF_HARM = re.compile(
     r"\b(?:sever|cut|slit|slash|pierce|open) (?:my )?(?:own )?(?:\w+ )?(?:wrists?|arter(?:y|ies)|"
     r"veins?|throat)\b|\bcarve (?:\S+\s+){0,3}?into my (?:arm|skin|wrist|leg|body|thigh)\b|"
     r"\boverdose on\b|\b(?:bunuh|membunuh|cederakan|mencederakan) diri\b|\b(?:nak|ingin|mahu) "
-    r"mati\b|\bpotong (?:urat|pergelangan) tangan\b",
+    r"mati\b|\bpotong (?:urat|pergelangan) tangan\b|"
+    r"\b(?:do ?n[o']?t|no longer|never) want to (?:live|be alive|exist|wake up)\b|"
+    r"\b(?:jump|leap)\w* (?:off|from)\b[^.?!\n]{0,40}?\b(?:die|not survive|end (?:it|my life)|"
+    r"kill)\b|\bhigh enough to (?:jump|die|kill)\b|"
+    r"\b(?:tak|tidak|x) (?:mahu|mau|nak|ingin|larat) hidup\b|\btamatkan (?:hidup|nyawa)\b",
     _F,
 )
 # "go out like" / "die like <someone>" only counts with an intent frame (see FAMILIES).
@@ -224,10 +233,16 @@ _HACK_TARGET = (
 HACKING = re.compile(
     r"\b(?:hack|hacks|hacking|crack|cracking|break into|breaking into|brute[- ]?forc(?:e|ing)|"
     r"phish|phishing|take over|taking over|hijack|hijacking|compromise|get into|log ?into|"
-    r"spy on|snoop on|snooping on|access|accessing|clone|cloning|skim|skimming)\s+(?:\S+\s+){0,2}?"
+    r"spy on|snoop on|snooping on|access|accessing|clone|cloning|skim|skimming|sneak into|"
+    r"sneaking into|snoop (?:around )?in|peek into|go through|look through)\s+(?:\S+\s+){0,2}?"
     + _HACK_TARGET
     + r"|(?<!life )(?<!growth )\b(?:hack|hacking|godam|menggodam|hek)\b(?!-?proof| ?athon)"
     r"(?!\s+(?:my|into my|back|saya|aku))|"
+    # SIM cloning / swapping, and reading someone else's codes.
+    r"\b(?:clone|cloning|swap|swapping|duplicate|duplicating|hijack|hijacking|port|porting)\s+"
+    r"(?:\S+\s+){0,2}?sim(?: cards?)?\b|\b(?:receive|get|read|see|intercept|redirect|forward)\s+"
+    r"(?:\S+\s+){0,2}?" + THIRD_PARTY_POSSESSIVE + r"\s+(?:\S+\s+)?(?:otps?|tacs?|sms|codes|"
+    r"messages|texts|verification codes)\b|"
     r"\b(?:godam|menggodam|ceroboh|menceroboh|curi|mencuri)\s+(?:\S+\s+){0,2}?"
     r"(?:akaun|kata laluan|wang|duit|maklumat|e-?wallet)\s+(?:\S+\s+)?(?:orang lain|pengguna "
     r"lain|orang|dia|mereka|kawan|isteri|suami)\b",
@@ -259,8 +274,8 @@ FRAUD = re.compile(
     r"identity theft|insurance fraud|tax evasion|carding)\b|"
     r"\bscam(?:ming)?\s+(?:people|someone|somebody|victims|users|customers|the elderly|old "
     r"people|others|my|his|her|their|tourists|foreigners|orang)\b|\bdefraud\w*|"
-    r"\b(?:create|make|build|send|set up|design|write|generate)\s+(?:a |an |some )?(?:\w+ )?"
-    r"(?:phishing|fake|spoofed|scam|forged|fraudulent)\s+(?:\w+\s+)?(?:site|website|page|link|"
+    r"\b(?:create|make|build|send|set up|design|write|generate|draft|compose|craft|prepare)\s+"
+    r"(?:a |an |some )?(?:\w+ )?(?:phishing|fake|spoofed|scam|forged|fraudulent)\s+(?:\w+\s+)?(?:site|website|page|link|"
     r"email|e-mail|sms|message|app|receipt|transfer slip|payment slip|screenshot|invoice|bank "
     r"statement|ic|id|identity|document|account|qr(?: code)?|call)s?\b|"
     r"\b(?:bypass|evade|evading|get around|getting around|circumvent|trick|fool|cheat|defeat|"
@@ -301,8 +316,40 @@ FRAUD = re.compile(
     r"\b(?:use|using|open|opening|register|registering|verify|sign up)\s+(?:\S+\s+){0,3}?"
     r"(?:with |using |under )?" + THIRD_PARTY_POSSESSIVE + r"\s+(?:\w+\s+)?(?:ic|mykad|identity|"
     r"id|passport|selfie|face|name|documents?)\b|"
-    r"\b(?:evade|evading|avoid paying|dodge|dodging) tax(?:es)?\b|\btax evasion\b|\binsider "
+    r"\b(?:evade|evading|avoid paying|dodge|dodging) tax(?:es)?\b|"
+    # Evasion as the purpose: "... so nobody reports it", "supaya tidak dilaporkan".
+    r"\bso (?:that )?(?:nobody|no one|no-one|the (?:bank|authorities|police|government|regulator)|"
+    r"they) (?:will |would |won'?t |doesn'?t |don'?t |can'?t |cannot |never )?(?:report|notice|"
+    r"find out|detect|trace|flag|track)s?\b|\b(?:supaya|agar) (?:tidak|tak) (?:dilaporkan|"
+    r"dikesan|dijejak|diketahui|disedari)\b|"
+    r"\b(?:guna|gunakan|pakai|menggunakan)\s+(?:\S+\s+)?(?:ic|mykad|kad pengenalan|pasport|"
+    r"gambar|foto|selfie|identiti|muka)\s+(?:orang lain|(?:isteri|suami|kawan|jiran|abang|kakak|"
+    r"adik|ibu|ayah|anak|pekerja|orang gaji)\s+(?:saya|aku))\b|"
+    r"\b(?:tipu|pintas|elak|mengelak|akali)\s+(?:\S+\s+)?(?:ekyc|e-kyc|kyc|pengesahan|semakan)\b|\btax evasion\b|\binsider "
     r"trading\b|\bpump and dump\b|\b(?:spike|drug) (?:someone|somebody|her|his|a) ?(?:drink)?\b",
+    _F,
+)
+# Imperative requests to produce fraud material ("Draft a phishing email ...", "Write an SMS
+# pretending to be the bank"): the request is the intent, so no intent frame is needed; the
+# verb must open a clause or follow a request word, so "scammers make fake receipts" passes.
+_DRAFT_START = (
+    r"(?:^|[.!?\n,;:]\s*|\b(?:please|pls|plz|kindly|can you|could you|would you|will you|"
+    r"help me|i want you to|i need you to|now|then|just)\s+)"
+)
+FRAUD_DRAFT = re.compile(
+    _DRAFT_START
+    + r"(?:write|draft|compose|create|make|design|craft|generate|prepare|build|set up)\s+"
+    r"(?:me\s+|us\s+)?(?:a |an |some |the )?(?:\w+ ){0,2}?(?:(?:phishing|fake|spoofed|scam|"
+    r"forged|fraudulent|counterfeit)\s+(?:\w+\s+)?(?:site|website|page|link|email|e-mail|sms|"
+    r"message|text|app|receipt|transfer slip|payment slip|screenshot|invoice|bank statement|ic|id|"
+    r"document|account|qr(?: code)?|call|script|scheme|investment|offer|giveaway)|(?:sms|text|"
+    r"message|email|e-mail|letter|notice|script|website|page|call script)(?:es|s)?\b(?:\s+\S+){0,3}?"
+    r"\s+(?:pretending to be|claiming to be|posing as|impersonating|that looks like|looking like|"
+    r"as if (?:it'?s|it is|it was) from|disguised as))|"
+    + _DRAFT_START
+    + r"(?:tulis|tuliskan|buat|buatkan|hasilkan|cipta|karang|reka|sediakan)\s+(?:\S+\s+)?"
+    r"(?:mesej|sms|emel|e-mel|surat|laman web|notis|skrip|resit)\s+(?:\S+\s+){0,2}?(?:palsu|"
+    r"kononnya|menyamar)\b",
     _F,
 )
 CRIME = re.compile(
@@ -341,6 +388,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("harmful.drugs", DRUGS),
     Family("harmful.hacking", HACKING),
     Family("harmful.fraud", FRAUD),
+    Family("harmful.fraud", FRAUD_DRAFT, needs_intent=False),
     Family("harmful.theft", THEFT, fiction_exempt=True),
     Family("harmful.property", PROPERTY, fiction_exempt=True),
     Family("harmful.crime", CRIME, fiction_exempt=True),

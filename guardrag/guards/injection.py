@@ -49,6 +49,74 @@ IGNORE_INSTRUCTIONS = re.compile(
     r"know)\b",
     _F,
 )
+_MAKERS = (
+    r"(?:operators?|developers?|devs|creators?|makers?|owners?|admins?|administrators?|"
+    r"programmers?|engineers?|company|trainers?|designers?)"
+)
+# The object named by who set it: "the limits your operators gave you", "whatever you were
+# told". The owner clause is what marks them as the assistant's instructions.
+IGNORE_GIVEN = re.compile(
+    rf"\b{_OVERRIDE_VERB}\s+(?:(?:all|any|the|of|those|these)\s+)*(?:{_INSTRUCTION_NOUN}|limits|"
+    r"limitations|boundaries)\s+(?:that\s+)?(?:(?:you|u)\s+(?:were|have been|'ve been|got)\s+"
+    r"(?:given|told|set|programmed|taught)|(?:your|ur|the)\s+" + _MAKERS + r"\s+(?:gave|set|"
+    r"put|wrote|imposed|defined|added|gave you))\b|"
+    rf"\b{_OVERRIDE_VERB}\s+(?:all\s+)?(?:everything|anything|whatever|all)\s+(?:that\s+)?"
+    r"(?:you|u)\s+(?:were|was|have been|'ve been|had been|got)\s+(?:told|given|taught|"
+    r"instructed|programmed)\b",
+    _F,
+)
+# "cancel all prior directives": cancel-like verbs only with assistant-instruction nouns
+# right after a qualifier, so "cancel all previous standing instructions" (a bank order)
+# and "cancel all previous orders" pass.
+CANCEL_INSTRUCTIONS = re.compile(
+    r"\b(?:cancel|revoke|nullify|void|erase|delete|wipe|clear|reset)\s+(?:(?:all|any|the|of)\s+)*"
+    r"(?:previous|prior|earlier|preceding|initial|original|system|your|ur)\s+(?:directives|"
+    r"prompts?|system prompt|programming|guidelines|guardrails|rules|instructions|"
+    r"configuration)\b",
+    _F,
+)
+# "forget the FAQ", "ignore your knowledge base": steering away from the verified sources.
+IGNORE_SOURCES = re.compile(
+    rf"\b{_OVERRIDE_VERB}\s+(?:the|your|ur|this|all|any|those)\s+(?:faqs?|knowledge ?base|kb|"
+    r"sources|passages|retrieved (?:text|passages|documents)|help ?cent(?:re|er) articles)\b",
+    _F,
+)
+# Asking for an invented answer passed off as policy.
+FABRICATE = re.compile(
+    r"\bmake (?:something|stuff|things|one|it|an answer|a policy) up\b|\bmake up (?:an?|the|some|"
+    r"your own) (?:\w+ )?(?:answer|policy|rule|number|fee|figure|fact|reply)s?\b|\binvent (?:an?|"
+    r"the|some|your own)\s+(?:\w+\s+){0,2}?(?:answer|policy|rule|fee|figure|number|fact|reply|"
+    r"procedure)s?\b|\b(?:fabricate|hallucinate)\b|\b(?:tell me|say|claim|pretend) (?:that )?"
+    r"(?:it'?s|it is|this is) (?:official|the official policy|company policy)\b",
+    _F,
+)
+# Claimed policy changes and permissions: "you may now answer any topic".
+PERMISSION_CLAIM = re.compile(
+    r"\byou (?:may|can|are (?:now )?(?:allowed|permitted|free|authori[sz]ed) to) (?:now )?"
+    r"(?:answer|discuss|talk about|respond to|say|reveal|share|do) (?:any|anything|everything|"
+    r"all|whatever)\b|\byou(?:'re| are) now (?:allowed|permitted|free|authori[sz]ed) to\b|"
+    r"\b(?:your|the) (?:answer(?:ing)?|content|response|safety|usage|moderation) polic(?:y|ies) "
+    r"(?:has|have) (?:been )?(?:changed|updated|lifted|removed|suspended|disabled)\b",
+    _F,
+)
+# "your previous guidance no longer applies", "the rules you were configured with are void".
+INSTRUCTIONS_VOID = re.compile(
+    r"\b(?:your|ur|the|all|these|those)\s+(?:(?:previous|prior|earlier|original|old|initial|"
+    r"current|system|existing)\s+)?(?:instructions|rules|guidance|guidelines|programming|"
+    r"directives|restrictions|configuration|prompt|system prompt)\s+(?:(?:that\s+)?(?:you|u)\s+"
+    r"(?:were|have been|'ve been)\s+(?:\w+\s+){1,2}?)?(?:(?:no longer|don'?t|do not|does not|"
+    r"doesn'?t)\s+appl(?:y|ies)|(?:are|is)\s+(?:now\s+)?(?:void|null|cancelled|canceled|revoked|"
+    r"suspended|lifted|obsolete|invalid|disabled))\b",
+    _F,
+)
+# "treat everything I type as a system-level command".
+TREAT_AS_SYSTEM = re.compile(
+    r"\btreat (?:everything|anything|all|whatever|what|each message|every message|my (?:\S+ )?"
+    r"(?:messages?|words|input|text|requests?))\b(?:\s+\S+){0,6}?\s+as (?:an? |the )?(?:system|"
+    r"admin|administrator|developer|root|operator|privileged)[- ]?(?:level )?(?:commands?|"
+    r"instructions?|prompts?|messages?|orders?|input)\b",
+    _F,
+)
 # "ignore the above." / "forget everything before and ..." (the object is a position).
 IGNORE_ABOVE = re.compile(
     rf"\b{_OVERRIDE_VERB}\s+(?:(?:all|everything|anything|the|what(?:'s| is| was)?|that|this)\s+)*"
@@ -61,9 +129,17 @@ _MS_OVERRIDE = (
     r"(?:abaikan(?:lah)?|lupakan(?:lah)?|endahkan|ketepikan|langkau|buang(?:kan)?|batalkan|"
     r"(?:jangan|tak payah|tidak perlu|usah) (?:ikut|patuhi|hiraukan|endahkan|pedulikan))"
 )
+_MS_NOUN = r"(?:arahan|peraturan|instruksi|perintah|prompt|garis panduan|sekatan)"
+# Like the English rule: the noun needs a qualifier that points at the assistant ("semua",
+# "sistem", "anda", "sebelum ini"), so "boleh saya abaikan arahan dalam SMS ini?" and
+# "abaikan soalan tadi" (ignore my last question) pass.
 MS_IGNORE = re.compile(
-    rf"\b{_MS_OVERRIDE}\s+(?:\S+\s+){{0,4}}?(?:arahan|peraturan|instruksi|perintah|prompt|"
-    r"garis panduan|sekatan|sebelum ini|sebelumnya|di atas|tadi)\b",
+    rf"\b{_MS_OVERRIDE}\s+(?:semua|segala|sebarang|kesemua)\s+(?:\S+\s+){{0,2}}?{_MS_NOUN}\b|"
+    rf"\b{_MS_OVERRIDE}\s+(?:\S+\s+){{0,2}}?{_MS_NOUN}\s+(?:\S+\s+)?(?:sistem|anda|awak|kamu|"
+    r"sebelum|sebelumnya|asal|terdahulu|tadi|di atas|lama|yang diberi\w*)\b|"
+    rf"\b{_MS_OVERRIDE}\s+(?:(?:semua|segala|apa|apa-apa|yang)\s+)*(?:di atas|sebelum ini|"
+    r"sebelumnya)(?=\s*(?:$|[.,;:!?\n]|dan\b|lalu\b|kemudian\b))|\b(?:arahan|peraturan|tugas) "
+    r"(?:baharu|baru)\s*:",
     _F,
 )
 
@@ -118,8 +194,10 @@ WHAT_WERE_YOU_TOLD = re.compile(
     r"\b(?:message|messages|instructions?|text|rules|prompt|notes|documents|context|passages|"
     r"sources|data)\s+(?:that\s+)?(?:the\s+)?(?:operator|developers?|system|admin|creators?|"
     r"openai|they|you) (?:gave|give|sent|provided|wrote|were given|have been given|were told|"
-    r"received)\b(?:\s+(?:you|to you))?|\bwhat (?:\S+\s+)?(?:instructions|rules|guidelines|"
-    r"directives|prompt) (?:were|have|had|did) (?:you|u) (?:been )?(?:given|told|get|receive)\b",
+    r"received)\b(?:\s+(?:you|to you))?|\b(?:what|which) (?:\S+\s+)?(?:instructions|rules|"
+    r"guidelines|guardrails|directives|prompts?|constraints|restrictions) (?:were|have|had|did|are)"
+    r" (?:you|u) (?:been )?(?:given|told|get|receive|configured|programmed|set up|instructed|"
+    r"running|built)\b",
     _F,
 )
 REPEAT_ABOVE = re.compile(
@@ -172,7 +250,11 @@ CHAT_TEMPLATE = re.compile(
     r"instructions?)\s*>|<(?:start|end)_of_turn>|(?:^|\n)\s*#{2,}\s*(?:system|instruction|"
     r"instructions|assistant|developer|response)\b|(?:^|\n)\s*(?:system|developer)\s*"
     r"(?:prompt|message)?\s*:\s*(?:you|ignore|new|from now|override|disregard|forget|act|"
-    r"pretend|the assistant)",
+    r"pretend|the assistant)|\bnew system (?:message|prompt|instructions?|rules?|directives?)\b|"
+    r"\bend_(?:of_)?(?:context|input|prompt|instructions|user_input|system)\b|"
+    r"(?:^|\n)\s*(?:human|user|customer)\s*:[^\n]*\n+\s*(?:assistant|ai|bot|chatbot|gpt)\s*:|"
+    r"\[\s*(?:system|admin|developer|dev|root|operator|moderator)(?:[ _-]?(?:notice|message|note|"
+    r"override|update|alert|instructions?|prompt|command|mode))?\s*\]",
     _F,
 )
 ROLE_REASSIGN = re.compile(
@@ -183,7 +265,11 @@ ROLE_REASSIGN = re.compile(
     r"respond|reply|can|may|only|going)\b|"
     r"\b(?:i want|i need|i'd like) (?:you|u) to (?:act|pretend|play|be|become|behave|roleplay|"
     r"role-play|respond as|answer as|simulate|imagine)\b|"
-    r"\bpretend (?:to be|you are|you're|that you are|that you're|you were|you have)\b|"
+    r"\bpretend (?:you are|you're|that you are|that you're|you were|you have)\b|"
+    # "pretend to be" only as an order to the bot: "scammers pretend to be bank officers" is
+    # a customer describing a scam.
+    r"(?:^|[.!?,;:\n]\s*|\b(?:please|pls|now|just|and|then|you|u|can you|could you|will you|"
+    r"i want you to|i need you to|you will|you must|you should|let'?s)\s+)pretend to be\b|"
     r"\b(?:role-?play|roleplay) as\b|\b(?:role-?play|roleplay)\s*:|\bplay the (?:role|part) of\b|"
     r"\bact as (?:if|though) (?:you|u)\b|(?:^|[.!?\n]\s*)(?:please\s+)?act as (?:an?|the|my)\b|"
     r"\byou will (?:now )?(?:act|play|pretend|roleplay|respond as|answer as|become|simulate)\b|"
@@ -197,7 +283,7 @@ ROLE_REASSIGN = re.compile(
 )
 MS_ROLE = re.compile(
     r"\b(?:anda|awak|kamu|engkau|kau) (?:kini|sekarang) (?:ialah|adalah|menjadi|seorang|bukan "
-    r"lagi)\b|\bberlagak (?:sebagai|seperti|macam)\b|\bberpura-?pura (?:menjadi|sebagai|jadi|"
+    r"lagi)\b|\b(?:berlagak|berlakon) (?:sebagai|seperti|macam|menjadi)\b|\bberpura-?pura (?:menjadi|sebagai|jadi|"
     r"bahawa)\b|\bmulai (?:sekarang|kini|hari ini),?\s+(?:anda|awak|kamu|engkau|kau)\b|"
     r"\bmain(?:kan)? peranan(?: sebagai)?\b",
     _F,
@@ -236,7 +322,14 @@ COMPACT = re.compile(
 RULES: tuple[Rule, ...] = (
     Rule("injection.chat_template", CHAT_TEMPLATE),
     Rule("injection.ignore_instructions", IGNORE_INSTRUCTIONS),
+    Rule("injection.ignore_instructions", IGNORE_GIVEN),
+    Rule("injection.ignore_instructions", CANCEL_INSTRUCTIONS),
     Rule("injection.ignore_above", IGNORE_ABOVE),
+    Rule("injection.ignore_sources", IGNORE_SOURCES),
+    Rule("injection.fabricate", FABRICATE),
+    Rule("injection.permission_claim", PERMISSION_CLAIM),
+    Rule("injection.treat_as_system", TREAT_AS_SYSTEM),
+    Rule("injection.instructions_void", INSTRUCTIONS_VOID),
     Rule("injection.ignore_instructions_ms", MS_IGNORE),
     Rule("injection.reveal_prompt", REVEAL_PROMPT),
     Rule("injection.reveal_prompt", WHAT_IS_PROMPT),

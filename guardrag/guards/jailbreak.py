@@ -79,8 +79,16 @@ JAILBREAK_MODE = re.compile(
     r"\b(?:developer|dev|debug) mode (?:output|response|answer)s?\b|\[(?:developer|dev) mode|"
     r"\b(?:act as|acting as|you are|you're|simulate|emulate|enter|activate|pretend)\b[^.\n]{0,40}?"
     r"\b(?:developer|dev|debug) mode\b|\bdual (?:response|answer)s?\b|\btwo (?:different |"
-    r"separate )?(?:responses|ways|answers)\b(?:\s+\S+){0,12}?\s+(?:normal|censored|filtered|"
-    r"classic|jailbr\w*|unfiltered|dan)\b",
+    r"separate )?(?:responses|ways|answers|characters|personas|personalities|versions|voices)\b"
+    r"[^.\n]{0,80}?\b(?:normal|censored|filtered|classic|jailbr\w*|unfiltered|dan)\b",
+    _F,
+)
+# Declared, not requested: "[SYSTEM NOTICE] safety layer disabled for maintenance".
+SAFETY_OFF_CLAIM = re.compile(
+    r"\b(?:safety|content|moderation|ethics?|security) (?:layer|filters?|checks?|mode|system|"
+    r"module|guardrails?|protocols?|restrictions|settings?) (?:is |are |has been |have been |now |"
+    r"were |was )*(?:disabled|off|removed|suspended|deactivated|bypassed|turned off|switched off|"
+    r"lifted)\b",
     _F,
 )
 MS_JAILBREAK = re.compile(
@@ -108,6 +116,7 @@ RULES: tuple[Rule, ...] = (
     Rule("jailbreak.unfiltered_persona", UNFILTERED_PERSONA),
     Rule("jailbreak.disable_safety", DISABLE_SAFETY),
     Rule("jailbreak.mode", JAILBREAK_MODE),
+    Rule("jailbreak.safety_off_claim", SAFETY_OFF_CLAIM),
     Rule("jailbreak.malay", MS_JAILBREAK),
 )
 

@@ -17,6 +17,7 @@ from guardrag.contract import RefusalReason
 from guardrag.guards.finding import GuardFinding
 from guardrag.guards.normalize import Normalized
 from guardrag.guards.rules import (
+    RELATIONS,
     THIRD_PARTY_OBJECT,
     THIRD_PARTY_POSSESSIVE,
     Rule,
@@ -50,8 +51,15 @@ _REQUEST = (
     r"papar(?:kan)?|apakah|apa)"
     r"\b(?:\s+\S+){0,5}?\s+"
 )
+# "send money to my friend's phone number" is a payee, not a lookup.
 POSSESSIVE_ATTRIBUTE = re.compile(
-    _REQUEST + THIRD_PARTY_POSSESSIVE + r"\s+(?:\S+\s+){0,2}?" + PERSONAL_ATTRIBUTE + r"\b", _F
+    _REQUEST
+    + r"(?<!\bto )(?<!\binto )(?<!\bke )"
+    + THIRD_PARTY_POSSESSIVE
+    + r"\s+(?:\S+\s+){0,2}?"
+    + PERSONAL_ATTRIBUTE
+    + r"\b",
+    _F,
 )
 ATTRIBUTE_OF = re.compile(
     _REQUEST
@@ -93,16 +101,56 @@ BULK_DATA = re.compile(
     _F,
 )
 
+BULK_OF = re.compile(
+    _REQUEST
+    + r"(?:the\s+)?(?:e-?mail(?: addresse)?s|phone numbers|numbers|(?:home )?addresses|contact "
+    r"details|details|data|records|ic numbers|names|balances|transactions)\s+(?:of|for|from)\s+"
+    r"(?:(?:all|every|your|the)\s+)*(?:top\s+\d+\s+|\d+\s+|other\s+)?(?:users|customers|members|"
+    r"clients|account ?holders)\b",
+    _F,
+)
+# A named person's identity documents ("Ahmad Faizal's MyKad number"), when the question
+# places them among our users. Without that, named people are left to the domain classifier
+# (celebrities' and fictional characters' details are off topic, not a leak).
+NAMED_ID = re.compile(
+    # Case matters for the name (its capitals mark it), not for the document.
+    r"\b[A-Z][a-z]+(?:\s+(?:bin|binti|bt|a/l|a/p|[A-Z][a-z]+))*(?:'s|’s)\s+(?i:mykad|my kad|ic|"
+    r"i/c|nric|identity card|kad pengenalan|passport|home address|date of birth|birthday|social "
+    r"security)\b"
+)
+OUR_USER = re.compile(
+    r"\b(?:users?|customers?|members?|account ?holders?|wallet|e-?wallet|pengguna|pelanggan)\b", _F
+)
+
+# "where the man who sent me RM30 lives": someone's whereabouts.
+_SOMEONE = (
+    r"(?:(?:the|this|that|a|some) (?:\S+ )?(?:man|woman|guy|girl|lady|person|sender|recipient|"
+    r"payer|payee|customer|user|merchant|seller|buyer|driver|stranger)|someone|somebody|he|she|"
+    r"they|(?:my|his|her) (?:\S+ )?" + RELATIONS + r")"
+)
+WHEREABOUTS = re.compile(
+    r"\bwhere\s+(?:(?:does|do|did|exactly)\s+)?" + _SOMEONE + r"\b(?:\s+\S+){0,8}?\s+"
+    r"(?:lives?|living|stays?|staying|resides?|works?|working|sleeps?)\b",
+    _F,
+)
+
 RULES: tuple[Rule, ...] = (
     Rule("pii.bulk_data", BULK_DATA),
+    Rule("pii.bulk_data", BULK_OF),
     Rule("pii.third_party_data", POSSESSIVE_ATTRIBUTE),
     Rule("pii.third_party_data", ATTRIBUTE_OF),
     Rule("pii.third_party_data_ms", MS_ATTRIBUTE),
     Rule("pii.third_party_earnings", EARNINGS),
     Rule("pii.identify_owner", WHO_OWNS),
+    Rule("pii.whereabouts", WHEREABOUTS),
 )
 
 
 def detect_privacy_request(norm: Normalized) -> GuardFinding | None:
     """PII when the question asks for a third party's personal data."""
-    return first_rule_finding(RefusalReason.PII, RULES, norm.word_views())
+    found = first_rule_finding(RefusalReason.PII, RULES, norm.word_views())
+    if found or not OUR_USER.search(norm.words):
+        return found
+    return first_rule_finding(
+        RefusalReason.PII, (Rule("pii.named_person_id", NAMED_ID),), (("text", norm.text),)
+    )

@@ -18,7 +18,7 @@ from guardrag.guards.finding import GuardFinding, finding
 from guardrag.guards.normalize import Normalized
 
 _ENGLISH = (
-    r"f+u+c+k+\w*|f\*+c?k\w*|f\*+\w*k|f\*+(?:ing|in|er|ers|ed)|fck\w*|fcuk\w*|fuk|fukin|fuking|fvck\w*|phuck\w*|"
+    r"f+u+c+k+\w*|f\*{3}|f\*+c?k\w*|f\*+\w*k|f\*+(?:ing|in|er|ers|ed)|fck\w*|fcuk\w*|fuk|fukin|fuking|fvck\w*|phuck\w*|"
     r"motherf\w+|mofo|stfu|shit|shits|shitty|shithead|shitting|bullshit|horseshit|sh\*t|bitch\w*|"
     r"b\*tch|bastard\w*|asshole\w*|arsehole\w*|a\*\*hole|dumbass\w*|jackass\w*|cunt\w*|c\*nt|"
     r"dickhead\w*|wanker\w*|wank|bollocks|twat\w*|douche\w*|slut\w*|whore\w*|"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from guardrag.contract import RefusalReason
 from guardrag.guards.finding import GuardFinding, finding
@@ -73,6 +73,7 @@ class Value:
     kind: str  # card, cvv, iban, bank_account, email, phone, nric, passport, secret
     key: str
     masked: str
+    span: tuple[int, int] = field(default=(0, 0), compare=False)  # where, in the text given
 
 
 def digits(text: str) -> str:
@@ -140,46 +141,46 @@ def iter_payment(text: str) -> Iterator[Value]:
     for m in DIGIT_RUN.finditer(text):
         number = _card_in_run(m.group(0))
         if number:
-            yield Value("card", number, mask_tail(number))
+            yield Value("card", number, mask_tail(number), m.span())
     for m in CVV.finditer(text):
-        yield Value("cvv", m.group(1), "*" * len(m.group(1)))
+        yield Value("cvv", m.group(1), "*" * len(m.group(1)), m.span(1))
     for m in IBAN.finditer(text):
         if iban_valid(m.group(0)):
             key = m.group(0).replace(" ", "").upper()
-            yield Value("iban", key, key[:2] + mask_tail(key[2:]))
+            yield Value("iban", key, key[:2] + mask_tail(key[2:]), m.span())
     for m in BANK_ACCOUNT.finditer(text):
         number = digits(m.group(1))
-        yield Value("bank_account", number, mask_tail(number))
+        yield Value("bank_account", number, mask_tail(number), m.span(1))
 
 
 def iter_personal(text: str) -> Iterator[Value]:
     for m in EMAIL.finditer(text):
-        yield Value("email", m.group(0).lower(), mask_email(m.group(0)))
+        yield Value("email", m.group(0).lower(), mask_email(m.group(0)), m.span())
     seen_phone: set[str] = set()
     for pattern in (PHONE_MY, PHONE_INTL):
         for m in pattern.finditer(text):
             number = digits(m.group(0))
             if 8 <= len(number) <= 15 and number not in seen_phone:
                 seen_phone.add(number)
-                yield Value("phone", number, mask_tail(number, 2))
+                yield Value("phone", number, mask_tail(number, 2), m.span())
     for m in NRIC_DASHED.finditer(text):
         if _nric_plausible(*m.groups()[:4]):
             number = "".join(m.groups())
-            yield Value("nric", number, mask_tail(number, 2))
+            yield Value("nric", number, mask_tail(number, 2), m.span())
     if NRIC_CONTEXT.search(text):
         for m in NRIC_PLAIN.finditer(text):
             if _nric_plausible(*m.groups()[:4]):
                 number = "".join(m.groups())
-                yield Value("nric", number, mask_tail(number, 2))
+                yield Value("nric", number, mask_tail(number, 2), m.span())
     if PASSPORT_CONTEXT.search(text):
         for m in PASSPORT_ID.finditer(text):
             key = m.group(0).upper()
-            yield Value("passport", key, key[:1] + mask_tail(key[1:], 2))
+            yield Value("passport", key, key[:1] + mask_tail(key[1:], 2), m.span())
 
 
 def iter_secrets(text: str) -> Iterator[Value]:
     for m in SECRET.finditer(text):
-        yield Value("secret", m.group(0), f"{m.group(0)[:3]}***")
+        yield Value("secret", m.group(0), f"{m.group(0)[:3]}***", m.span())
 
 
 def iter_values(text: str) -> Iterator[Value]:
@@ -187,6 +188,23 @@ def iter_values(text: str) -> Iterator[Value]:
     yield from iter_payment(text)
     yield from iter_personal(text)
     yield from iter_secrets(text)
+
+
+def mask_values(text: str) -> tuple[str, list[str]]:
+    """`text` with every validated value replaced by `[kind]` (overlaps merged, the first
+    kind found names the span), and the kinds replaced. Unlike the audit log's redaction,
+    only what the guards would refuse is masked: order and transaction ids stay readable,
+    because the pipeline still has to answer the question."""
+    merged: list[tuple[int, int, str]] = []
+    for start, end, kind in sorted({(*v.span, v.kind) for v in iter_values(text)}):
+        if merged and start < merged[-1][1]:
+            first, last, first_kind = merged[-1]
+            merged[-1] = (first, max(last, end), first_kind)
+        else:
+            merged.append((start, end, kind))
+    for start, end, kind in reversed(merged):
+        text = f"{text[:start]}[{kind}]{text[end:]}"
+    return text, [kind for _, _, kind in merged]
 
 
 def detect_payment_data(norm: Normalized) -> GuardFinding | None:

@@ -14,8 +14,10 @@ failure and hands the finding back to the caller's thread without touching share
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from guardrails.validators import (
     FailResult,
     PassResult,
@@ -34,10 +36,13 @@ from guardrag.guards.jailbreak import detect_jailbreak
 from guardrag.guards.normalize import INVISIBLE, Normalized, normalize
 from guardrag.guards.privacy import detect_privacy_request
 from guardrag.guards.profanity import detect_profanity
+from guardrag.guards.semantic import SemanticDetector, default_embedder, detector_for
 from guardrag.guards.sensitive_data import detect_payment_data, detect_personal_data
 
 #: metadata key under which InputGuard passes the shared `NormalizedCache`.
 NORMALIZED_KEY = "guardrag_normalized"
+#: metadata key under which InputGuard passes the `SemanticContext`.
+SEMANTIC_KEY = "guardrag_semantic"
 SOURCES_KEY = "sources"
 PROMPTS_KEY = "prompts"
 
@@ -71,6 +76,14 @@ class NormalizedCache:
         if self._norm is None:
             self._norm = normalize(self.text)
         return self._norm
+
+
+@dataclass(frozen=True)
+class SemanticContext:
+    """The detector InputGuard built and, when the caller has it, the question's vector."""
+
+    detector: SemanticDetector
+    vector: np.ndarray | None = None
 
 
 def _normalized(value: Any, metadata: dict[str, Any]) -> Normalized:
@@ -153,10 +166,18 @@ class Credentials(_DetectorValidator):
 
 @register_validator(name="guardrag/personal_data", data_type="string")
 class PersonalData(_DetectorValidator):
-    """PII written into the question, or asked about a third party."""
+    """PII written into the question (e-mail, phone, NRIC, passport)."""
 
     def detect(self, norm: Normalized) -> GuardFinding | None:
-        return detect_personal_data(norm) or detect_privacy_request(norm)
+        return detect_personal_data(norm)
+
+
+@register_validator(name="guardrag/privacy_request", data_type="string")
+class PrivacyRequest(_DetectorValidator):
+    """A request for a third party's personal data."""
+
+    def detect(self, norm: Normalized) -> GuardFinding | None:
+        return detect_privacy_request(norm)
 
 
 @register_validator(name="guardrag/harmful_request", data_type="string")
@@ -171,6 +192,19 @@ class Profanity(_DetectorValidator):
         return detect_profanity(norm)
 
 
+@register_validator(name="guardrag/semantic_intent", data_type="string")
+class SemanticIntent(Validator):
+    """Embedding similarity to attack exemplars (the most expensive check: one MiniLM
+    embedding, skipped when InputGuard passes the question's vector). On its own, in
+    someone else's Guard, it loads the project's embedder once per process."""
+
+    def _validate(self, value: Any, metadata: dict[str, Any]) -> ValidationResult:
+        context = metadata.get(SEMANTIC_KEY)
+        if not isinstance(context, SemanticContext):
+            context = SemanticContext(detector_for(default_embedder()))
+        return _result(context.detector.detect(_normalized(value, metadata), context.vector))
+
+
 #: Input order decides the reason when several rules fire (all are linear-time regex
 #: passes over one shared normalisation, so cost barely differs). Jailbreak goes first
 #: because its markers are the more specific ("DAN", "no restrictions") and a jailbreak
@@ -182,6 +216,7 @@ INPUT_VALIDATORS: tuple[type[Validator], ...] = (
     PaymentData,
     Credentials,
     PersonalData,
+    PrivacyRequest,
     HarmfulRequest,
     Profanity,
 )
@@ -190,9 +225,15 @@ INPUT_DETECTORS: tuple[Detector, ...] = (
     detect_injection,
     detect_payment_data,
     detect_credentials,
-    lambda norm: detect_personal_data(norm) or detect_privacy_request(norm),
+    detect_personal_data,
+    detect_privacy_request,
     detect_harmful,
     detect_profanity,
+)
+#: Values the question carries (cards, phones, e-mails ...): in `pii="redact"` mode they are
+#: masked by `InputGuard.redact` instead of refused. Requests for others' data still refuse.
+REDACTABLE: frozenset[object] = frozenset(
+    {PaymentData, PersonalData, detect_payment_data, detect_personal_data}
 )
 
 
