@@ -297,7 +297,9 @@ def test_serve_builds_one_guardrag_and_closes_it(
             closed.append(True)
 
     bot = Recording(services, Settings(data_dir=tmp_path, default_kb=KB))
-    monkeypatch.setattr(Guardrag, "from_settings", classmethod(lambda cls, settings, **options: bot))
+    monkeypatch.setattr(
+        Guardrag, "from_settings", classmethod(lambda cls, settings, **options: bot)
+    )
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: runs.append((app, kw)))
     serve_cli.serve(host="127.0.0.1", port=8123)
     [(app, options)] = runs
