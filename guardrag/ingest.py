@@ -290,21 +290,37 @@ def load_entries(
     return entries, skipped
 
 
-def quarantine(entries: list[Entry]) -> tuple[list[Entry], list[str]]:
+def quarantine(entries: list[Entry]) -> tuple[list[Entry], list[tuple[Entry, str]]]:
     """Entries without instructions aimed at the model, and a report line for each one held back.
 
     A KB entry saying "ignore previous instructions..." is never indexed, so no route (verbatim
     FAQ answer or LLM context) can ever serve it; a held-back entry that was indexed before is
     removed like any row deleted from its source.
     """
-    kept, flagged = [], []
+    kept: list[Entry] = []
+    flagged: list[tuple[Entry, str]] = []
     for entry in entries:
         finding = scan_passage(f"{entry.title}\n{entry.text}")
         if finding is None:
             kept.append(entry)
         else:
-            flagged.append(f"{entry.location} {entry.source_id}: {finding.rule} ({finding.detail})")
+            flagged.append((entry, f"{finding.rule} ({finding.detail})"))
     return kept, flagged
+
+
+def _quarantined(
+    old: KBInfo | None, ingested_files: set[str], flagged: list[tuple[Entry, str]]
+) -> list[dict[str, str]]:
+    """The KB's held-back entries: earlier ones from other files, plus this ingest's."""
+    earlier = [
+        q
+        for q in (old.extra.get("quarantined", []) if old else [])
+        if q.get("source_file") not in ingested_files
+    ]
+    return earlier + [
+        {"source_file": e.source_file, "location": e.location, "source_id": e.source_id, "why": why}
+        for e, why in flagged
+    ]
 
 
 def point_id(kb: str, source_id: str) -> str:
@@ -338,7 +354,8 @@ def ingest(
     """
     paths = [p.resolve() for p in paths]
     entries, skipped = load_entries(paths, columns, skip_bad_rows)
-    entries, flagged = quarantine(entries)
+    entries, entries_flagged = quarantine(entries)
+    flagged = [f"{e.location} {e.source_id}: {why}" for e, why in entries_flagged]
     previous = {p.id: p for p in store.points(kb)} if store.kb_info(kb) else {}
     ingested_files = {str(p) for p in paths}
 
@@ -396,6 +413,7 @@ def ingest(
             if fallback_url is not None
             else (old_info.fallback_url if old_info else None),
             updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            extra={"quarantined": _quarantined(old_info, ingested_files, entries_flagged)},
         ),
     )
     return report

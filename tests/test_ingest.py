@@ -186,3 +186,5 @@ def test_poisoned_entries_are_quarantined_not_indexed(
     assert report.total == 3 and len(report.flagged) == 1 and "evil" in report.flagged[0]
     assert "quarantined" in report.summary()
     assert store.find_by_field("kb", "source_id", "evil") == []
+    [held] = store.kb_info("kb").extra["quarantined"]  # type: ignore[union-attr]
+    assert held["source_id"] == "evil" and held["location"].endswith("faq.jsonl:4")
