@@ -14,9 +14,11 @@ import json
 import logging
 import re
 import shutil
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
@@ -26,6 +28,9 @@ from pydantic import SecretStr
 
 from config.settings import Settings, validate_kb_name
 from guardrag.api import RecentResults, Recorded, answer_chunks, kb_summaries
+from guardrag.audit import AuditRecord, AuditSchemaError, AuditUnavailable, SqlAuditStore
+from guardrag.audit.sink import default_audit_url
+from guardrag.audit.store import open_audit_store
 from guardrag.contract import RefusalReason, Result
 from guardrag.ingest import IngestError, ingest, load_entries
 from guardrag.service import Guardrag
@@ -41,6 +46,7 @@ EXAMPLES = [
 TRAIL_HEADERS = ["node", "verdict", "reason", "score", "threshold", "ms"]
 AUDIT_HEADERS = ["time (UTC)", "request id", "question", "outcome", "route / reason", "ms"]
 KB_HEADERS = ["name", "description", "entries", "snapshot", "last ingest"]
+QUARANTINE_HEADERS = ["knowledge base", "location", "source id", "why held back"]
 ROUTE_BADGES = {"exact_match": "FAQ match", "semantic_match": "FAQ match", "generated": "Generated"}
 ERROR_MESSAGE = "Sorry, something went wrong while answering. Please try again later."
 ERROR_BADGE = "Refused: internal_error (error, at app)"
@@ -275,50 +281,175 @@ def filter_records(recent: RecentResults, outcome: str, reason: str) -> list[Rec
 
 
 def audit_row(record: Recorded) -> Row:
+    """A recent (unredacted, in-memory) result as a table row, its free text escaped."""
     result = record.result
     route = result.refusal.reason.value if result.refusal else result.route
     return [
         record.at.strftime("%Y-%m-%d %H:%M:%S"),
-        result.request_id,
-        result.question,
+        escape_text(result.request_id),
+        escape_text(result.question),
         result.outcome,
-        route,
+        escape_text(route or ""),
         round(result.latency_ms, 1),
     ]
 
 
-def audit_view(
-    expected: SecretStr | None, recent: RecentResults, token: str, outcome: str, reason: str
-) -> tuple[str, list[Row]]:
-    """(status line, table rows) for the Audit tab, or a refusal without the right token."""
-    if not token_ok(expected, token):
-        return DENIED, []
-    records = filter_records(recent, outcome, reason)
-    return f"{len(records)} of the last {len(recent.items())} requests", [
-        audit_row(r) for r in records
+@contextmanager
+def open_audit(url: str) -> Iterator[SqlAuditStore | None]:
+    """The audit store at `url` (as `guardrag audit` opens it), or None while its SQLite file
+    is not written yet; closed afterwards. Raises AUDIT_ERRORS when it cannot be read."""
+    local = "://" not in url or url.startswith("sqlite:///")
+    if local and not Path(url.removeprefix("sqlite:///")).is_file():
+        yield None
+        return
+    store = open_audit_store(url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+AUDIT_ERRORS = (AuditSchemaError, AuditUnavailable, sqlite3.Error, OSError)
+
+
+def _audit_where(outcome: str, reason: str) -> tuple[str, list[Any]]:
+    """A WHERE clause on the requests table for the outcome and refusal reason (or ALL)."""
+    clauses, params = [], []
+    if outcome != ALL:
+        clauses.append("outcome = ?")
+        params.append(outcome)
+    if reason != ALL:
+        clauses.append("refusal_reason = ?")
+        params.append(reason)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def stored_records(
+    store: SqlAuditStore, outcome: str, reason: str, limit: int
+) -> tuple[list[AuditRecord], int, int]:
+    """The newest `limit` stored records with this outcome and reason (newest first), the
+    number that match, and the number in the log."""
+    where, params = _audit_where(outcome, reason)
+    ids = store.query(
+        f"SELECT request_id FROM requests {where} ORDER BY seq DESC LIMIT ?", [*params, limit]
+    )
+    matching = int(store.query(f"SELECT COUNT(*) FROM requests {where}", params)[0][0])
+    records = [record for (rid,) in ids if (record := store.get(str(rid))) is not None]
+    return records, matching, store.count()
+
+
+def stored_row(record: AuditRecord) -> Row:
+    """A stored (already redacted) record as a table row, its free text escaped."""
+    route = record.refusal_reason if record.outcome == "refused" else record.route
+    return [
+        record.ts.replace("T", " ")[:19],
+        escape_text(record.request_id),
+        escape_text(record.question),
+        escape_text(record.outcome),
+        escape_text(route or ""),
+        round(record.latency_ms, 1),
     ]
 
 
+def _audit_failed(exc: Exception) -> str:
+    log.warning("audit store unreadable: %s", exc)
+    return f"Audit store unavailable: {escape_text(f'{type(exc).__name__}: {exc}')}"
+
+
+def audit_view(
+    expected: SecretStr | None,
+    recent: RecentResults,
+    token: str,
+    outcome: str,
+    reason: str,
+    *,
+    audit_url: str | None = None,
+    limit: int = 200,
+) -> tuple[str, list[Row]]:
+    """(status line, table rows) for the Audit tab, or a refusal without the right token.
+
+    With `audit_url` the rows come from the audit store (newest `limit` matching requests);
+    without one, from the in-memory recent results."""
+    if not token_ok(expected, token):
+        return DENIED, []
+    if audit_url is None:
+        found = filter_records(recent, outcome, reason)
+        return f"{len(found)} of the last {len(recent.items())} requests", [
+            audit_row(r) for r in found
+        ]
+    try:
+        with open_audit(audit_url) as store:
+            if store is None:
+                return "0 requests in the audit log (nothing recorded yet)", []
+            records, matching, total = stored_records(store, outcome, reason, limit)
+    except AUDIT_ERRORS as exc:
+        return _audit_failed(exc), []
+    return (
+        f"{len(records)} of {matching} matching requests in the audit log "
+        f"({total} in all), newest first",
+        [stored_row(r) for r in records],
+    )
+
+
 def audit_detail(
-    expected: SecretStr | None, recent: RecentResults, token: str, request_id: str
+    expected: SecretStr | None,
+    recent: RecentResults,
+    token: str,
+    request_id: str,
+    *,
+    audit_url: str | None = None,
 ) -> dict[str, Any]:
-    """The full result object of one recent request (empty without the token or if unknown)."""
-    record = recent.get(request_id) if token_ok(expected, token) else None
-    return record.result.model_dump(mode="json") if record else {}
+    """One request in full (empty without the token or if unknown): the stored, redacted
+    record with its feedback when there is an audit store, else the recent result object."""
+    if not token_ok(expected, token) or not request_id:
+        return {}
+    if audit_url is None:
+        recorded = recent.get(html.unescape(request_id))
+        return recorded.result.model_dump(mode="json") if recorded else {}
+    try:
+        with open_audit(audit_url) as store:
+            record = store.get(html.unescape(request_id)) if store else None
+            if store is None or record is None:
+                return {}
+            feedback = store.feedback_for(record.request_id)
+    except (*AUDIT_ERRORS, KeyError) as exc:
+        log.warning("audit detail for %r unavailable: %s", request_id, exc)
+        return {}
+    return {**record.model_dump(mode="json"), "feedback": [f.model_dump() for f in feedback]}
 
 
 def audit_export(
-    expected: SecretStr | None, recent: RecentResults, token: str, outcome: str, reason: str
+    expected: SecretStr | None,
+    recent: RecentResults,
+    token: str,
+    outcome: str,
+    reason: str,
+    *,
+    audit_url: str | None = None,
 ) -> str | None:
-    """A JSONL file of the filtered results (one result object a line), or None if denied."""
+    """A JSONL file of the filtered requests, or None if denied (or the store is unreadable):
+    every matching stored record (redacted, as `guardrag audit export` writes them, oldest
+    first) when there is an audit store, else the recent result objects."""
     if not token_ok(expected, token):
         return None
     with tempfile.NamedTemporaryFile(
         "w", suffix=".jsonl", prefix="guardrag-audit-", delete=False, encoding="utf-8"
     ) as handle:
-        for record in filter_records(recent, outcome, reason):
-            row = {"at": record.at.isoformat(), **record.result.model_dump(mode="json")}
-            handle.write(json.dumps(row) + "\n")
+        if audit_url is None:
+            for recorded in filter_records(recent, outcome, reason):
+                row = {"at": recorded.at.isoformat(), **recorded.result.model_dump(mode="json")}
+                handle.write(json.dumps(row) + "\n")
+            return handle.name
+        try:
+            with open_audit(audit_url) as store:
+                for record in store.records() if store else ():
+                    if outcome in (ALL, record.outcome) and reason in (ALL, record.refusal_reason):
+                        handle.write(record.model_dump_json() + "\n")
+        except AUDIT_ERRORS as exc:
+            log.warning("audit export failed: %s", exc)
+            handle.close()
+            Path(handle.name).unlink(missing_ok=True)
+            return None
     return handle.name
 
 
@@ -330,6 +461,28 @@ def kb_rows(bot: Guardrag) -> list[Row]:
         [s.name, s.description, s.entries, s.snapshot_id, s.updated_at]
         for s in kb_summaries(bot.services.store)
     ]
+
+
+def quarantine_rows(bot: Guardrag) -> list[Row]:
+    """Entries each KB held back at ingest as possible prompt injection (kb, location,
+    source id, why), escaped: they are the very text an attacker wrote."""
+    store = bot.services.store
+    rows: list[Row] = []
+    try:
+        for name in sorted(store.list_kbs()):
+            info = store.kb_info(name)
+            for held in info.extra.get("quarantined", []) if info else []:
+                rows.append(
+                    [
+                        escape_text(name),
+                        escape_text(str(held.get("location", ""))),
+                        escape_text(str(held.get("source_id", ""))),
+                        escape_text(str(held.get("why", ""))),
+                    ]
+                )
+    except Exception:
+        log.exception("cannot list quarantined entries")
+    return rows
 
 
 def check_upload(path: str | None, max_bytes: int) -> Path:
@@ -453,8 +606,12 @@ def _chat_tab(
     return kb
 
 
-def _audit_tab(settings: Settings, recent: RecentResults) -> None:
+def _audit_tab(bot: Guardrag, recent: RecentResults) -> None:
+    settings = bot.settings
     expected = settings.admin_token
+    # The persistent audit store when the bot records to one; else the in-memory recent list.
+    url = default_audit_url(settings) if bot.audit else None
+    limit = settings.recent_results
     if expected is None:
         gr.Markdown(f"Audit is {NO_TOKEN}", elem_id="audit-disabled")
         return
@@ -467,26 +624,38 @@ def _audit_tab(settings: Settings, recent: RecentResults) -> None:
     status = gr.Markdown(elem_id="audit-status")
     table = gr.Dataframe(
         headers=AUDIT_HEADERS,
-        label="Recent requests (select a row for the full result)",
+        # Text cells are escaped (escape_text) and rendered as markdown, so they read as typed.
+        datatype=["str", "markdown", "markdown", "markdown", "markdown", "number"],
+        label="Recent requests (select a row for the full record)",
         column_widths=["15%", "22%", "33%", "10%", "14%", "6%"],
         wrap=True,
+        elem_id="audit-table",
     )
-    detail = gr.JSON(label="Result")
+    detail = gr.JSON(label="Audit record" if url else "Result", elem_id="audit-detail")
     download = gr.File(label="Export", interactive=False, visible=False, elem_id="audit-export")
+
+    def settle() -> None:
+        """Let the writer store what was just asked (bounded: the UI never waits long)."""
+        if bot.audit is not None:
+            bot.audit.flush(timeout=2.0, retry=False)
+
+    def on_show(given: str, kind: str, why: str) -> tuple[str, list[Row]]:
+        if token_ok(expected, given):
+            settle()
+        return audit_view(expected, recent, given, kind, why, audit_url=url, limit=limit)
 
     def on_select(given: str, data: gr.SelectData) -> dict[str, Any]:
         row = data.row_value or []
-        return audit_detail(expected, recent, given, str(row[1]) if len(row) > 1 else "")
+        request_id = str(row[1]) if len(row) > 1 else ""
+        return audit_detail(expected, recent, given, request_id, audit_url=url)
 
-    show.click(
-        lambda *a: audit_view(expected, recent, *a),
-        inputs=[token, outcome, reason],
-        outputs=[status, table],
-    )
+    show.click(on_show, inputs=[token, outcome, reason], outputs=[status, table])
     table.select(on_select, inputs=[token], outputs=[detail])
 
     def on_export(given: str, kind: str, why: str) -> Any:
-        path = audit_export(expected, recent, given, kind, why)
+        if token_ok(expected, given):
+            settle()
+        path = audit_export(expected, recent, given, kind, why, audit_url=url)
         return gr.update(value=path, visible=path is not None)
 
     export.click(on_export, inputs=[token, outcome, reason], outputs=[download])
@@ -496,8 +665,16 @@ def _kb_tab(bot: Guardrag, picker: gr.Dropdown) -> None:
     table = gr.Dataframe(
         kb_rows(bot), headers=KB_HEADERS, label="Knowledge bases", elem_id="kb-table"
     )
+    quarantined = gr.Dataframe(
+        quarantine_rows(bot),
+        headers=QUARANTINE_HEADERS,
+        datatype="markdown",  # escaped by quarantine_rows, rendered so it reads as written
+        label="Held back at ingest as possible prompt injection (never indexed or served)",
+        wrap=True,
+        elem_id="kb-quarantine",
+    )
     refresh = gr.Button("Refresh")
-    refresh.click(lambda: kb_rows(bot), outputs=[table])
+    refresh.click(lambda: (kb_rows(bot), quarantine_rows(bot)), outputs=[table, quarantined])
     gr.Markdown(
         f"**Ingest a file** ({', '.join(UPLOAD_TYPES)}; at most "
         f"{bot.settings.upload_max_bytes // 1000} kB). Re-uploading a file updates its entries."
@@ -522,15 +699,20 @@ def _kb_tab(bot: Guardrag, picker: gr.Dropdown) -> None:
         name: str,
         text: str,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (how Gradio injects a progress bar)
-    ) -> tuple[str, list[Row], Any]:
+    ) -> tuple[str, list[Row], list[Row], Any]:
         def track(step: tuple[int, int]) -> None:
             progress(step, desc="Embedding", unit="entries")
 
         message = ingest_upload(bot, given, path, name, text, track)
         choices = kb_choices(bot)
-        return message, kb_rows(bot), gr.update(choices=choices, visible=len(choices) > 1)
+        update = gr.update(choices=choices, visible=len(choices) > 1)
+        return message, kb_rows(bot), quarantine_rows(bot), update
 
-    run.click(on_ingest, inputs=[token, file, kb, description], outputs=[status, table, picker])
+    run.click(
+        on_ingest,
+        inputs=[token, file, kb, description],
+        outputs=[status, table, quarantined, picker],
+    )
 
 
 def build_app(
@@ -552,7 +734,7 @@ def build_app(
         with gr.Tab("Chat"):
             picker = _chat_tab(bot, recent, on_feedback, delay_s)
         with gr.Tab("Audit"):
-            _audit_tab(bot.settings, recent)
+            _audit_tab(bot, recent)
         with gr.Tab("Knowledge base"):
             _kb_tab(bot, picker)
         with gr.Tab("Graph"):
