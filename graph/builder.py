@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from opentelemetry import trace
 
 from graph.context import Services
 from graph.edges import ROUTES, destinations, route_after
@@ -42,17 +43,28 @@ NODES: dict[str, Node] = {
 }
 
 
+_TRACER = trace.get_tracer("guardrag")
+
+
 def timed(node: Node) -> Node:
-    """Stamps the node's wall time on the Decision it records."""
+    """Stamps the node's wall time on the Decision it records, inside an OpenTelemetry span.
+
+    The spans cost nothing and go nowhere until an operator configures an OpenTelemetry SDK and
+    exporter for the process (e.g. `opentelemetry-instrument`); guardrag itself sends nothing.
+    """
 
     @functools.wraps(node)
     def run(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
-        start = time.perf_counter()
-        update = node(state, config, runtime)
-        ms = round((time.perf_counter() - start) * 1000, 3)
-        trail = update.get("trail")
-        if trail:
-            update["trail"] = [*trail[:-1], trail[-1].model_copy(update={"ms": ms})]
+        with _TRACER.start_as_current_span(f"guardrag.{node.__name__}") as span:
+            start = time.perf_counter()
+            update = node(state, config, runtime)
+            ms = round((time.perf_counter() - start) * 1000, 3)
+            trail = update.get("trail")
+            if trail:
+                decision = trail[-1].model_copy(update={"ms": ms})
+                update["trail"] = [*trail[:-1], decision]
+                span.set_attribute("guardrag.verdict", decision.verdict)
+                span.set_attribute("guardrag.reason", decision.reason)
         return update
 
     return run

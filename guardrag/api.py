@@ -22,12 +22,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.security import APIKeyHeader
 from fastapi.sse import format_sse_event
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import StreamingResponse
 
+from guardrag import metrics
 from guardrag.contract import Result
 from guardrag.ratelimit import RateLimiter
 from guardrag.service import Guardrag
@@ -353,6 +355,11 @@ def _api_router(bot: Guardrag, recent: RecentResults, limiter: RateLimiter) -> A
 
 
 def _add_probes(app: FastAPI, bot: Guardrag) -> None:
+    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    def metrics_text() -> PlainTextResponse:
+        stats = bot.audit.stats if bot.audit else None
+        return PlainTextResponse(metrics.exposition(stats), media_type=CONTENT_TYPE_LATEST)
+
     @app.get("/health", response_model=Health, summary="Liveness")
     def health() -> Health:
         return Health()

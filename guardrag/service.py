@@ -17,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from config.settings import Settings, load_settings, validate_kb_name
 from graph.builder import build_graph
 from graph.context import Services
+from guardrag import metrics
 from guardrag.audit import AuditSink
 from guardrag.contract import Refusal, Result, Usage
 from guardrag.domain import DomainClassifier
@@ -102,6 +103,7 @@ class Guardrag:
         result = to_result(
             state, question, request_id, row_id, (time.perf_counter() - start) * 1000
         )
+        metrics.observe(result)
         if self.audit:
             self.audit.record(result, kb=kb, knobs=knobs, services=self.services)
         return result

@@ -256,3 +256,27 @@ def test_redact_mode_masks_personal_data_and_answers(
     assert first.node == "moderate_input" and first.reason == "personal data redacted"
     assert result.outcome == "answered", result.trail
     assert "siti.aminah" not in str([d.model_dump() for d in result.trail])
+
+
+def test_every_node_runs_in_an_opentelemetry_span(
+    bot: Guardrag, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import graph.builder
+
+    monkeypatch.delenv("OTEL_SDK_DISABLED")  # guardrag turns the SDK off by default
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    original = graph.builder._TRACER
+    graph.builder._TRACER = provider.get_tracer("test")
+    try:
+        result = bot.with_services().ask("How do I sign up for Kinetic Wallet?")
+    finally:
+        graph.builder._TRACER = original
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert {f"guardrag.{d.node}" for d in result.trail} <= set(spans)
+    assert spans["guardrag.exact_match"].attributes["guardrag.verdict"] == "hit"
