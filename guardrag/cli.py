@@ -17,6 +17,7 @@ from guardrag.audit.logs import configure_json_logging
 from guardrag.contract import Result
 from guardrag.embedder import EmbedderUnavailable
 from guardrag.ingest import IngestError
+from guardrag.llm_cli import llm_app
 from guardrag.serve_cli import serve
 from guardrag.store import IndexUnavailable
 
@@ -244,6 +245,7 @@ def kbs() -> None:
 
 
 app.add_typer(audit_app, name="audit")
+app.add_typer(llm_app, name="llm")
 app.command()(serve)
 
 

@@ -1,4 +1,8 @@
-"""The one place chat models are built: any OpenAI-compatible endpoint through ChatOpenAI."""
+"""The one place chat models are built: any OpenAI-compatible endpoint through ChatOpenAI.
+
+That endpoint is GUARDRAG_LLM_BASE_URL when set (OpenAI, vLLM, Ollama, ...), else the bundled
+local model's server, which `guardrag.local_llm` starts and supervises on 127.0.0.1.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +11,30 @@ from langchain_core.language_models import BaseChatModel
 from config.settings import Settings
 
 
-def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel | None:
-    """ChatOpenAI at GUARDRAG_LLM_BASE_URL, or None when no endpoint is configured.
+def model_name(settings: Settings) -> str:
+    """The model answering questions under these settings (for pricing and the trail)."""
+    return settings.llm_model if settings.llm_base_url else settings.llm_local_model
 
-    None makes `generate` refuse with llm_unavailable instead of guessing.
+
+def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel | None:
+    """ChatOpenAI at the configured endpoint or the local server; None when there is neither.
+
+    None makes `generate` refuse with llm_unavailable instead of guessing; when the local
+    model is missing, `local_endpoint` has logged how to install it.
     """
-    if not settings.llm_base_url:
-        return None
+    base_url = settings.llm_base_url
+    if not base_url:
+        from guardrag.local_llm import local_endpoint
+
+        base_url = local_endpoint(settings)
+        if not base_url:
+            return None
     from langchain_openai import ChatOpenAI
 
     api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
     return ChatOpenAI(
-        model=settings.llm_model,
-        base_url=settings.llm_base_url,
+        model=model_name(settings),
+        base_url=base_url,
         api_key=api_key,
         temperature=0,
         max_tokens=max_tokens,

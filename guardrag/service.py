@@ -23,7 +23,7 @@ from guardrag.contract import Refusal, Result, Usage
 from guardrag.domain import DomainClassifier
 from guardrag.embedder import Embedder, OnnxEmbedder
 from guardrag.guards import InputGuard, OutputGuard
-from guardrag.llm import load_chat_model
+from guardrag.llm import load_chat_model, model_name
 from guardrag.rerank import Reranker, load_reranker
 from guardrag.store import VectorStore, store_from_settings
 
@@ -46,7 +46,7 @@ def build_services(
         domain=DomainClassifier(embedder),
         reranker=reranker or load_reranker(settings),
         chat_model=chat_model if chat_model is not None else load_chat_model(settings),
-        model_name=settings.llm_model,
+        model_name=model_name(settings),
     )
 
 
