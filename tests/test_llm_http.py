@@ -40,7 +40,7 @@ def make_bot(tmp_path: Path, store: VectorStore, embedder: OnnxEmbedder, url: st
 
 
 def test_no_endpoint_means_no_model() -> None:
-    assert load_chat_model(Settings(llm_base_url=None)) is None
+    assert load_chat_model(Settings(llm_base_url=None, llm_local=False)) is None
 
 
 def test_generated_answer_over_http(
