@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.settings import Settings
+from graph.builder import NODES
 from graph.edges import ROUTES, UnknownRoute, route_after
 from guardrag.contract import Decision, Result
 from guardrag.embedder import OnnxEmbedder
@@ -212,19 +213,7 @@ def test_every_edge_refuses_on_refusal_and_raises_on_unknown_verdicts() -> None:
 
 def test_graph_has_every_stage_in_order(bot: Guardrag) -> None:
     drawn = bot.graph.get_graph()
-    names = set(drawn.nodes)
-    assert {
-        "moderate_input",
-        "classify",
-        "exact_match",
-        "retrieve",
-        "rerank",
-        "generate",
-        "ground",
-        "moderate_output",
-        "respond",
-        "refuse",
-    } <= names
+    assert set(NODES) <= set(drawn.nodes)  # every stage, plus START and END
     edges = {(e.source, e.target) for e in drawn.edges}
     assert (
         ("rerank", "generate") in edges

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from guardrag.store.base import Hit, KBInfo, Point
+from guardrag.store.base import Hit, KBInfo, Point, SparseVector
 
 DENSE = "dense"
 CONTENT = "content"
@@ -110,6 +110,22 @@ def dense_vector(vectors: object, name: str = DENSE) -> list[float]:
     """One entry of an engine's named-vector dict, as floats ([] if absent)."""
     value = vectors.get(name) if isinstance(vectors, dict) else None
     return [float(x) for x in value] if isinstance(value, list) else []
+
+
+def point_from_record(pid: object, vectors: object, payload: dict[str, Any] | None) -> Point:
+    """A Point from either engine's record (their sparse vectors share indices/values)."""
+    named = vectors if isinstance(vectors, dict) else {}
+    sparse = named.get(SPARSE)
+    indices, values = getattr(sparse, "indices", None), getattr(sparse, "values", None)
+    return Point(
+        id=str(pid),
+        dense=dense_vector(named),
+        sparse=SparseVector(list(indices), list(values))
+        if indices is not None and values is not None
+        else SparseVector([], []),
+        payload=dict(payload or {}),
+        content=dense_vector(named, CONTENT) or None,
+    )
 
 
 def named_vectors(point: Point) -> dict[str, list[float]]:

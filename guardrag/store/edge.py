@@ -125,17 +125,7 @@ def _to_edge(point: Point) -> qe.Point:
 
 
 def _from_edge(record: qe.Record) -> Point:
-    vectors = record.vector if isinstance(record.vector, dict) else {}
-    sparse = vectors.get(c.SPARSE)
-    return Point(
-        id=str(record.id),
-        dense=c.dense_vector(vectors),
-        sparse=SparseVector(list(sparse.indices), list(sparse.values))
-        if isinstance(sparse, qe.SparseVector)
-        else SparseVector([], []),
-        payload=dict(record.payload or {}),
-        content=c.dense_vector(vectors, c.CONTENT) or None,
-    )
+    return c.point_from_record(record.id, record.vector, record.payload)
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -45,17 +45,7 @@ def _to_qdrant(point: Point) -> models.PointStruct:
 
 
 def _from_qdrant(record: models.Record) -> Point:
-    vectors = record.vector if isinstance(record.vector, dict) else {}
-    sparse = vectors.get(c.SPARSE)
-    return Point(
-        id=str(record.id),
-        dense=c.dense_vector(vectors),
-        sparse=SparseVector(list(sparse.indices), list(sparse.values))
-        if isinstance(sparse, models.SparseVector)
-        else SparseVector([], []),
-        payload=dict(record.payload or {}),
-        content=c.dense_vector(vectors, c.CONTENT) or None,
-    )
+    return c.point_from_record(record.id, record.vector, record.payload)
 
 
 class ServerStore:
