@@ -372,8 +372,9 @@ def test_detached_supervisor_stops_on_request(tmp_path: Path, fake_script: Path)
 
 
 def test_no_model_installed_means_no_llm_and_one_hint(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(local_llm, "_noted", set())  # other tests may have logged it already
     settings = settings_for(tmp_path)
     with caplog.at_level(logging.WARNING, logger="guardrag.llm"):
         assert load_chat_model(settings) is None
