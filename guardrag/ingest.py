@@ -122,6 +122,15 @@ def parse_columns(spec: str | None) -> dict[str, str]:
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
     """(line or item number, record) from a JSON array, JSONL or CSV file."""
+    try:
+        yield from _decoded_records(path)
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})") from None
+    except csv.Error as exc:
+        raise IngestError(f"{path}: malformed CSV ({exc})") from None
+
+
+def _decoded_records(path: Path) -> Iterator[tuple[int, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         with path.open(newline="", encoding="utf-8-sig") as handle:
