@@ -73,12 +73,8 @@ def test_generated_answer_cites_the_passages_it_used(
     assert probe.refusal and probe.refusal.reason.value == "low_confidence", probe.trail
     state_passages = next(d for d in probe.trail if d.node == "rerank").detail["top"]
     first = state_passages[0]["source_id"]
-    answer_text = next(
-        line
-        for line in bot.services.store.find_by_field(KB, "source_id", first)[0]
-        .payload["answer"]
-        .split(". ")
-    )
+    answer = bot.services.store.find_by_field(KB, "source_id", first)[0].payload["answer"]
+    answer_text = answer.split(". ")[0]
     chat.replies = [f"{answer_text} [1]."]
     result = bot.ask(question)
     assert result.outcome == "answered" and result.route == "generated", result.trail
