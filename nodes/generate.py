@@ -2,6 +2,9 @@
 
 Refuses llm_unavailable when no model is configured or the call fails (timeout, HTTP error,
 empty output), and no_relevant_docs when the model itself says the passages don't answer.
+A draft that echoes the prompt, leaks the instructions, cites a passage that was not given or
+only talks about the passages gets one retry with a correction (guardrag.drafts); `ground`
+judges whatever comes back.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from config import prompts
 from config.pricing import estimate_cost
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason, Usage
+from guardrag.drafts import check_draft
 from nodes.common import NodeRuntime, decide, refuse_with
 
 NODE = "generate"
@@ -25,7 +29,7 @@ def format_passages(passages: list[Candidate]) -> str:
         prompts.PASSAGE_BLOCK.format(
             number=number,
             source_id=p.payload.get("source_id", p.id),
-            text=f"{p.payload.get('title', '')}\n{p.payload.get('text', '')}".strip(),
+            text=passage_text(p),
         )
         for number, p in enumerate(passages, start=1)
     )
@@ -35,9 +39,15 @@ def build_messages(question: str, passages: list[Candidate], kb_title: str) -> l
     return [
         SystemMessage(prompts.ANSWER_SYSTEM.format(kb_title=kb_title, no_answer=prompts.NO_ANSWER)),
         HumanMessage(
-            prompts.ANSWER_USER.format(passages=format_passages(passages), question=question)
+            prompts.ANSWER_USER.format(
+                count=len(passages), passages=format_passages(passages), question=question
+            )
         ),
     ]
+
+
+def passage_text(passage: Candidate) -> str:
+    return f"{passage.payload.get('title', '')}\n{passage.payload.get('text', '')}".strip()
 
 
 def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
@@ -47,31 +57,56 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision)
     info = services.store.kb_info(state["kb"])
     kb_title = info.description if info and info.description else state["kb"]
-    messages = build_messages(state["question"], state["passages"], kb_title)
-    try:
-        reply = services.chat_model.invoke(messages, config)
-    except Exception as exc:  # any transport/API failure is the same to the user: no answer now
-        decision = decide(
-            NODE, "error", f"LLM call failed: {type(exc).__name__}", error=str(exc)[:300]
+    passages = state["passages"]
+    messages = build_messages(state["question"], passages, kb_title)
+    usage = Usage()
+    retried: tuple[str, ...] = ()
+    while True:
+        try:
+            reply = services.chat_model.invoke(messages, config)
+        except Exception as exc:  # any transport/API failure is the same to the user: no answer now
+            decision = decide(
+                NODE, "error", f"LLM call failed: {type(exc).__name__}", error=str(exc)[:300]
+            )
+            return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision, usage=usage)
+        text = reply.content if isinstance(reply.content, str) else ""
+        usage = _add(usage, _usage(reply, services.model_name))
+        if not text.strip():
+            decision = decide(NODE, "error", "LLM returned an empty answer")
+            return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision, usage=usage)
+        if prompts.NO_ANSWER in text:
+            decision = decide(NODE, "miss", "model: the passages do not answer the question")
+            return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, usage=usage)
+        check = check_draft(
+            text, [passage_text(p) for p in passages], state["question"], prompts.LEAKABLE
         )
-        return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision)
-    text = reply.content if isinstance(reply.content, str) else ""
-    usage = _usage(reply, services.model_name)
-    if not text.strip():
-        decision = decide(NODE, "error", "LLM returned an empty answer")
-        return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision, usage=usage)
-    if prompts.NO_ANSWER in text:
-        decision = decide(NODE, "miss", "model: the passages do not answer the question")
-        return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, usage=usage)
+        if not check.problems or retried:
+            break
+        retried = check.problems  # one bounded retry, telling the model what was wrong
+        correction = prompts.RETRY_USER.format(
+            problems="; ".join(check.problems), count=len(passages), no_answer=prompts.NO_ANSWER
+        )
+        messages = [*messages, AIMessage(text), HumanMessage(correction)]
     decision = decide(
         NODE,
         "pass",
-        "drafted",
+        "drafted after one retry" if retried else "drafted",
         prompt_version=prompts.PROMPT_VERSION,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
+        retried_because=list(retried),
+        unresolved=list(check.problems),
+        removed_source_talk=list(check.removed),
     )
-    return {"draft": text.strip(), "usage": usage, "trail": [decision]}
+    return {"draft": check.text or text.strip(), "usage": usage, "trail": [decision]}
+
+
+def _add(total: Usage, more: Usage) -> Usage:
+    return Usage(
+        prompt_tokens=total.prompt_tokens + more.prompt_tokens,
+        completion_tokens=total.completion_tokens + more.completion_tokens,
+        estimated_cost_usd=round(total.estimated_cost_usd + more.estimated_cost_usd, 8),
+    )
 
 
 def _usage(reply: Any, model: str) -> Usage:

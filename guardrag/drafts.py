@@ -1,0 +1,93 @@
+"""Draft hygiene: what `generate` checks in a model's draft before grounding judges it.
+
+Small local models sometimes talk about their sources instead of answering ("This is stated in
+passage [1]."), echo the prompt back, or cite a passage number that was never given. `tidy`
+removes sentences that only talk about the sources; `problems` names what is still wrong, so
+`generate` can ask the model once more (one bounded retry) before `ground` decides.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from guardrag.grounding import CITATION_RE, content_words, parse_citations, split_sentences
+from guardrag.guards.output_rules import check_prompt_leak
+
+#: A sentence that opens with a pointer ("This", "It", "As") and is about the passages themselves.
+_SOURCE_TALK = re.compile(
+    r"^\W*(?:this|that|these|those|it|both|each|all|as|see)\b[^.!?]*"
+    r"\b(?:passages?|sources?|documents?|sections?|context|excerpts?)\b",
+    re.IGNORECASE,
+)
+#: "This is supported by [1] and [2]." - a pointer at citations and nothing else.
+_CITATION_POINTER = re.compile(
+    r"^\W*(?:this|that|it|these)\s+(?:is|are|was|were)\s+(?:\w+\s+)?"
+    r"(?:stated|supported|mentioned|explained|described|outlined|covered|noted|confirmed)\s+"
+    r"(?:in|by)\s+(?:both|all|the|and|\[\d+\]|,|\s)*[.!]?$",
+    re.IGNORECASE,
+)
+_ANSWER_WORD = re.compile(r"^\W*(?:yes|no)\b", re.IGNORECASE)
+#: Pieces of our prompt's scaffolding that never belong in an answer.
+_ECHO = re.compile(r"</?passage\b|^\s*(?:passages|question)\s*:", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class DraftCheck:
+    """A tidied draft and what is still wrong with it (empty when nothing is)."""
+
+    text: str
+    removed: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def is_source_talk(sentence: str) -> bool:
+    """True for a sentence that only points at the sources ("This is stated in passage [1].")."""
+    if _ANSWER_WORD.match(sentence):
+        return False  # "Yes [1]." carries the answer
+    if _SOURCE_TALK.match(sentence) or _CITATION_POINTER.match(sentence):
+        return True
+    bare = CITATION_RE.sub(" ", sentence)  # a citation with no words and no figures beside it
+    return bare != sentence and not content_words(bare) and not re.search(r"\d", bare)
+
+
+def tidy(draft: str) -> tuple[str, tuple[str, ...]]:
+    """The draft without source-talk sentences, and the sentences removed."""
+    removed: list[str] = []
+    lines = []
+    for line in draft.splitlines():
+        kept = line
+        for sentence in split_sentences(line):
+            if is_source_talk(sentence):
+                removed.append(sentence)
+                kept = kept.replace(sentence, "", 1)
+        if kept.strip() or not line.strip():
+            lines.append(kept.rstrip())
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return re.sub(r"[ \t]{2,}", " ", text), tuple(removed)
+
+
+def check_draft(
+    draft: str, passages: Sequence[str], question: str, prompts: Sequence[str]
+) -> DraftCheck:
+    """Tidies `draft` and lists its problems: echo, prompt leak, unknown citation, nothing left."""
+    text, removed = tidy(draft)
+    problems = []
+    if _ECHO.search(draft) or _same_words(text, question):
+        problems.append("echoed the prompt or the question instead of answering")
+    if check_prompt_leak(text, passages, prompts):
+        problems.append("repeated the instructions")
+    unknown = [n for n in parse_citations(text) if not 1 <= n <= len(passages)]
+    if unknown:
+        cited = ", ".join(f"[{n}]" for n in unknown)
+        problems.append(f"cited {cited} but only passages [1] to [{len(passages)}] exist")
+    if not text:
+        problems.append("only talked about the passages and did not answer")
+    return DraftCheck(text=text, removed=removed, problems=tuple(problems))
+
+
+def _same_words(text: str, question: str) -> bool:
+    """A draft that is a question made of the customer's own words repeats it back."""
+    words = content_words(text)
+    return text.rstrip().endswith("?") and bool(words) and words <= content_words(question)

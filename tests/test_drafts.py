@@ -1,0 +1,83 @@
+"""Draft hygiene and the one bounded retry in `generate`."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import prompts
+from guardrag.drafts import check_draft, tidy
+from guardrag.service import Guardrag
+from tests.fakes import ScriptedChatModel
+
+#: Reaches generation on the sample KB (no FAQ entry answers it verbatim).
+QUESTION = "How long do FPX top-ups take to show up, and is there a fee for them?"
+
+
+@pytest.mark.parametrize(
+    ("draft", "kept"),
+    [
+        ("Top-ups are free [1]. This is stated in passage [1].", "Top-ups are free [1]."),
+        ("Fees apply [1]. This is supported by both [1] and [2].", "Fees apply [1]."),
+        ("It is 1.5% [2].\nAs mentioned in the passages, see above.", "It is 1.5% [2]."),
+        ("Yes [1]. Cards are accepted [1].", "Yes [1]. Cards are accepted [1]."),
+        ("According to passage [1], the fee is RM1.", "According to passage [1], the fee is RM1."),
+    ],
+)
+def test_tidy_removes_only_sentences_about_the_sources(draft: str, kept: str) -> None:
+    assert tidy(draft)[0] == kept
+
+
+@pytest.mark.parametrize(
+    ("draft", "problem"),
+    [
+        ('<passage id="1">Top-ups are free</passage>', "echoed"),
+        ("How long do FPX top-ups take?", "echoed"),
+        ("The fee is RM1 [3].", "cited [3] but only passages [1] to [2] exist"),
+        ("This is explained in the passages [1].", "did not answer"),
+        (prompts.ANSWER_SYSTEM.format(kb_title="X", no_answer="N")[:400], "instructions"),
+    ],
+)
+def test_check_names_what_is_wrong(draft: str, problem: str) -> None:
+    check = check_draft(
+        draft, ["Top-ups are free.", "Cards cost 1.5%."], QUESTION, prompts.LEAKABLE
+    )
+    assert any(problem in p for p in check.problems), check
+
+
+def test_clean_draft_has_no_problems() -> None:
+    check = check_draft("Top-ups are free [1].", ["Top-ups are free."], QUESTION, prompts.LEAKABLE)
+    assert check.problems == () and check.removed == ()
+
+
+def test_generate_retries_once_with_the_problem_named(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    chat.replies = [
+        "FPX top-ups reflect within 30 minutes [7].",
+        "FPX top-ups can take up to 30 minutes to reflect in your wallet.",  # uncited: any passage
+    ]
+    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    generate = next(d for d in result.trail if d.node == "generate")
+    assert generate.reason == "drafted after one retry"
+    assert "cited [7]" in generate.detail["retried_because"][0]
+    assert len(chat.calls) == 2 and "cited [7]" in chat.prompt_text(1)
+    assert result.usage.prompt_tokens == 200  # both calls are counted
+    assert result.outcome == "answered", [(d.node, d.reason, d.detail) for d in result.trail[-3:]]
+
+
+def test_generate_retries_at_most_once(bot: Guardrag, chat: ScriptedChatModel) -> None:
+    chat.replies = ["The fee is RM1 [9].", "The fee is RM1 [9].", "never asked"]
+    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    assert len(chat.calls) == 2
+    assert result.refusal is not None and result.refusal.reason == "not_grounded"
+    assert result.refusal.stage == "ground"  # the verdict stays with the grounding check
+
+
+def test_source_talk_never_reaches_the_customer(bot: Guardrag, chat: ScriptedChatModel) -> None:
+    chat.replies = [
+        "FPX top-ups can take up to 30 minutes to reflect in your wallet. "
+        "This is stated in the passage [1]."
+    ]
+    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    assert result.outcome == "answered" and "passage" not in result.answer
+    assert len(chat.calls) == 1
