@@ -18,6 +18,7 @@ from graph.edges import ROUTES, destinations, route_after
 from graph.state import InputState, PipelineState
 from nodes.classify import classify
 from nodes.common import NodeRuntime
+from nodes.contextualize import contextualize
 from nodes.exact_match import exact_match
 from nodes.finish import refuse, respond
 from nodes.generate import generate
@@ -26,11 +27,14 @@ from nodes.moderate_input import moderate_input
 from nodes.moderate_output import moderate_output
 from nodes.rerank import rerank
 from nodes.retrieve import retrieve
+from nodes.start_turn import start_turn
 
 Node = Callable[[PipelineState, RunnableConfig, NodeRuntime], dict[str, Any]]
 
 NODES: dict[str, Node] = {
+    "start_turn": start_turn,
     "moderate_input": moderate_input,
+    "contextualize": contextualize,
     "classify": classify,
     "exact_match": exact_match,
     "retrieve": retrieve,
@@ -73,12 +77,17 @@ def timed(node: Node) -> Node:
 def build_graph(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The guarded answer pipeline; services arrive per invocation via `context=Services(...)`."""
+    """The guarded answer pipeline; services arrive per invocation via `context=Services(...)`.
+
+    With a `checkpointer`, invocations that share a `thread_id` form a conversation (their
+    recent turns are kept in `history` for `contextualize`).
+    """
     graph = StateGraph(PipelineState, context_schema=Services, input_schema=InputState)
     for name, node in NODES.items():
         # langgraph's overloads type (state, config) and (state, runtime) nodes but not both.
         graph.add_node(name, timed(node))  # type: ignore[call-overload]
-    graph.add_edge(START, "moderate_input")
+    graph.add_edge(START, "start_turn")
+    graph.add_edge("start_turn", "moderate_input")
     for name in ROUTES:
         graph.add_conditional_edges(name, route_after(name), list[str](destinations(name)))
     graph.add_edge("respond", END)

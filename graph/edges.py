@@ -13,6 +13,7 @@ from graph.state import PipelineState
 
 NodeName = Literal[
     "moderate_input",
+    "contextualize",
     "classify",
     "exact_match",
     "retrieve",
@@ -25,7 +26,8 @@ NodeName = Literal[
 ]
 
 ROUTES: dict[str, dict[str, NodeName]] = {
-    "moderate_input": {"pass": "classify"},
+    "moderate_input": {"pass": "contextualize"},
+    "contextualize": {"pass": "classify"},
     "classify": {"pass": "exact_match"},
     "exact_match": {"hit": "moderate_output", "miss": "retrieve"},
     "retrieve": {"pass": "rerank"},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, fields
 from typing import Annotated, Literal, TypedDict
 
@@ -42,11 +41,34 @@ class Candidate(Hit):
         )
 
 
+class Turn(TypedDict):
+    """One earlier exchange of a conversation: the standalone question and what was answered."""
+
+    question: str
+    answer: str
+
+
+#: Turns a thread remembers; older ones drop off (they rarely matter to a follow-up).
+MAX_TURNS = 5
+
+
+def add_decisions(trail: list[Decision], update: list[Decision] | None) -> list[Decision]:
+    """Appends a node's decisions; `None` (sent by `start_turn`) starts a new turn's trail."""
+    return [] if update is None else [*trail, *update]
+
+
+def add_turns(history: list[Turn], update: list[Turn]) -> list[Turn]:
+    return [*history, *update][-MAX_TURNS:]
+
+
 class PipelineState(InputState, total=False):
-    """Working state. `trail` accumulates (one Decision per node run); the rest is overwritten."""
+    """Working state. `trail` accumulates one Decision per node run within a turn; `history`
+    keeps a thread's recent turns across invocations (with a checkpointer); the rest is
+    overwritten, and `start_turn` clears it so nothing leaks from one turn into the next.
+    """
 
     query_vector: list[float]
-    domain: Domain
+    domain: Domain | None
     kb_similarity: float
     candidates: list[Candidate]
     passages: list[Candidate]
@@ -57,4 +79,5 @@ class PipelineState(InputState, total=False):
     confidence: float
     refusal: Refusal | None
     usage: Usage
-    trail: Annotated[list[Decision], operator.add]
+    trail: Annotated[list[Decision], add_decisions]
+    history: Annotated[list[Turn], add_turns]

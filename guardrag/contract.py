@@ -94,6 +94,7 @@ class Result(BaseModel):
     id: str | None = None
     question: str
     request_id: str
+    thread_id: str | None = None
     outcome: Outcome
     route: Route | None = None
     refusal: Refusal | None = None

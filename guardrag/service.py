@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.types import Durability
 
 from config.settings import Settings, load_settings, validate_kb_name
 from graph.builder import build_graph
@@ -26,6 +27,9 @@ from guardrag.guards import InputGuard, OutputGuard
 from guardrag.llm import load_chat_model, model_name
 from guardrag.rerank import Reranker, load_reranker
 from guardrag.store import VectorStore, store_from_settings
+from guardrag.threads import ThreadStore, validate_thread_id
+
+NO_CHECKPOINT: Durability | None = None
 
 
 def build_services(
@@ -64,6 +68,7 @@ class Guardrag:
         self.settings = settings or load_settings()
         self.audit = audit
         self.graph = build_graph()
+        self._threads: ThreadStore | None = None
 
     @classmethod
     def from_settings(
@@ -89,8 +94,13 @@ class Guardrag:
         *,
         row_id: str | None = None,
         knobs: dict[str, Any] | None = None,
+        thread_id: str | None = None,
     ) -> Result:
-        """Run one question through the pipeline; never raises for a bad question."""
+        """Run one question through the pipeline; never raises for a bad question.
+
+        With a `thread_id`, the question continues that conversation: a follow-up is rewritten
+        into a standalone question from the thread's recent turns (kept in SQLite).
+        """
         kb = validate_kb_name(kb or self.settings.default_kb)
         request_id = str(uuid.uuid4())
         start = time.perf_counter()
@@ -99,14 +109,28 @@ class Guardrag:
             "run_name": "guardrag",
             "run_id": request_id,
         }
-        state = self.graph.invoke({"question": question, "kb": kb}, config, context=self.services)
-        result = to_result(
-            state, question, request_id, row_id, (time.perf_counter() - start) * 1000
+        graph, durability = self.graph, NO_CHECKPOINT
+        if thread_id is not None:
+            graph, durability = self.threads.graph, "exit"  # keep only each turn's final state
+            config["configurable"]["thread_id"] = validate_thread_id(thread_id)
+        state = graph.invoke(
+            {"question": question, "kb": kb}, config, context=self.services, durability=durability
         )
+        ms = (time.perf_counter() - start) * 1000
+        result = to_result(state, question, request_id, row_id, ms, thread_id=thread_id)
         metrics.observe(result)
         if self.audit:
-            self.audit.record(result, kb=kb, knobs=knobs, services=self.services)
+            self.audit.record(
+                result, kb=kb, knobs=knobs, services=self.services, thread_id=thread_id
+            )
         return result
+
+    @property
+    def threads(self) -> ThreadStore:
+        """Conversation memory, opened on first use ($GUARDRAG_DATA_DIR/threads.sqlite)."""
+        if self._threads is None:
+            self._threads = ThreadStore(self.settings.data_dir / "threads.sqlite")
+        return self._threads
 
     def feedback(self, request_id: str, score: int, comment: str = "") -> None:
         """A user's thumbs up (1) or down (-1) on an answer, kept with its audit record."""
@@ -139,17 +163,25 @@ class Guardrag:
     def close(self) -> None:
         if self.audit:
             self.audit.close()
+        if self._threads is not None:
+            self._threads.close()
         self.services.store.close()
 
 
 def to_result(
-    state: dict[str, Any], question: str, request_id: str, row_id: str | None, ms: float
+    state: dict[str, Any],
+    question: str,
+    request_id: str,
+    row_id: str | None,
+    ms: float,
+    thread_id: str | None = None,
 ) -> Result:
     refusal: Refusal | None = state.get("refusal")
     return Result(
         id=row_id,
         question=question,
         request_id=request_id,
+        thread_id=thread_id,
         outcome="refused" if refusal else "answered",
         route=None if refusal else state.get("route"),
         refusal=refusal,

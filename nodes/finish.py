@@ -7,13 +7,16 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from config.messages import refusal_message
-from graph.state import PipelineState
+from graph.state import PipelineState, Turn
 from nodes.common import NodeRuntime, decide
 
 
 def respond(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     """Delivers the answer; the route and citations were set by the node that produced it."""
-    return {"trail": [decide("respond", "pass", state.get("route") or "answered")]}
+    return {
+        "history": [Turn(question=state["question"], answer=state.get("answer", ""))],
+        "trail": [decide("respond", "pass", state.get("route") or "answered")],
+    }
 
 
 def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
@@ -32,7 +35,12 @@ def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         info.fallback_url if info else None,
         state.get("domain") == "greeting",
     )
+    # A blocked message is not remembered: a thread's history feeds the follow-up rewrite.
+    remembered = (
+        [] if refusal.kind == "blocked" else [Turn(question=state["question"], answer=message)]
+    )
     return {
+        "history": remembered,
         "refusal": refusal.model_copy(update={"message": message}),
         "answer": message,
         "route": None,

@@ -34,6 +34,7 @@ def test_exact_question_is_answered_verbatim_without_llm(
     )
     assert nodes(result) == [
         "moderate_input",
+        "contextualize",
         "classify",
         "exact_match",
         "moderate_output",

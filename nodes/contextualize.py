@@ -1,0 +1,98 @@
+"""contextualize: turns a follow-up into a standalone question, then screens it again.
+
+Only in a thread with history, and only for messages that lean on it ("and how long does that
+take?", "what about e-Mas?", "is it free?"): the chat model rewrites the message using the last
+turns; without a model, or when its rewrite is unusable, the previous question is prepended
+instead. The standalone question then goes through the input guard again (a follow-up may
+complete an attack the first message started) and is what every later stage answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+
+from config import prompts
+from graph.state import PipelineState, Turn
+from nodes.common import NodeRuntime, decide
+from nodes.moderate_input import moderate_input
+
+NODE = "contextualize"
+log = logging.getLogger("guardrag.nodes")
+
+#: Words and openings that make a message depend on what was said before.
+_REFERS_BACK = re.compile(
+    r"^\s*(?:and|also|so|but|then|what about|how about|what if|same)\b"
+    r"|\b(?:it|its|it's|that|those|these|they|them|their|same|ones?)\b",
+    re.IGNORECASE,
+)
+#: Short enough that it can only make sense with the conversation ("for cards?").
+SHORT_WORDS = 3
+#: How much of each earlier answer the rewrite prompt carries.
+ANSWER_CHARS = 300
+MAX_QUESTION_CHARS = 300
+_PREFIX = re.compile(r"^\s*(?:standalone question|question|rewritten)\s*:\s*", re.IGNORECASE)
+
+
+def is_follow_up(question: str) -> bool:
+    return bool(_REFERS_BACK.search(question)) or len(question.split()) <= SHORT_WORDS
+
+
+def contextualize(
+    state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
+) -> dict[str, Any]:
+    history = state.get("history") or []
+    question = state["question"]
+    if not history:
+        return {"trail": [decide(NODE, "pass", "no earlier turns: the question stands alone")]}
+    if not is_follow_up(question):
+        return {"trail": [decide(NODE, "pass", "does not refer back: the question stands alone")]}
+    standalone, method = _rewrite(question, history, config, runtime)
+    screened = moderate_input({**state, "question": standalone}, config, runtime)
+    rewrote = decide(
+        NODE, "pass", f"follow-up rewritten ({method})", standalone=standalone, asked=question
+    )
+    if screened.get("refusal") is not None:  # blocked on the standalone question
+        return {**screened, "trail": [rewrote, *screened["trail"]]}
+    return {
+        "question": screened.get("question", standalone),
+        "query_vector": screened["query_vector"],
+        "trail": [rewrote],
+    }
+
+
+def _rewrite(
+    question: str, history: list[Turn], config: RunnableConfig, runtime: NodeRuntime
+) -> tuple[str, str]:
+    """The standalone question and how it was made (`llm`, or `previous question prepended`)."""
+    model = runtime.context.chat_model
+    if model is not None:
+        transcript = "\n".join(
+            f"Customer: {turn['question']}\nAssistant: {turn['answer'][:ANSWER_CHARS]}"
+            for turn in history
+        )
+        messages = [
+            SystemMessage(prompts.REWRITE_SYSTEM),
+            HumanMessage(prompts.REWRITE_USER.format(history=transcript, question=question)),
+        ]
+        try:
+            reply = model.invoke(messages, config)
+            rewritten = _clean(reply.content if isinstance(reply.content, str) else "")
+            if rewritten:
+                return rewritten, "llm"
+        except Exception as exc:  # the fallback below still answers the follow-up
+            log.warning("contextualize: rewrite failed (%s); using the previous question", exc)
+    return f"{history[-1]['question']} {question}", "previous question prepended"
+
+
+def _clean(text: str) -> str:
+    """The first line of the model's reply, or "" when it is not a usable question."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    line = _PREFIX.sub("", lines[0]).strip().strip("\"'“”") if lines else ""
+    if not line or len(line) > MAX_QUESTION_CHARS or prompts.NO_ANSWER in line or "<" in line:
+        return ""
+    return line
