@@ -160,13 +160,21 @@ def summary(result: Result | None) -> str:
 # --- chat ---------------------------------------------------------------------------------
 
 
-def ask_safely(bot: Guardrag, question: str, kb: str | None) -> Result | None:
+def ask_safely(
+    bot: Guardrag, question: str, kb: str | None, thread_id: str | None = None
+) -> Result | None:
     """The result, or None (logged) if the pipeline raised: the UI never shows a traceback."""
     try:
-        return bot.ask(question, kb or None)
+        return bot.ask(question, kb or None, thread_id=thread_id)
     except Exception:
         log.exception("unexpected error answering a question")
         return None
+
+
+def session_thread(request: gr.Request | None) -> str | None:
+    """Each browser session is one conversation thread (None outside a browser session)."""
+    session = getattr(request, "session_hash", None)
+    return f"ui-{session}" if session else None
 
 
 def _say(history: list[Message], content: str) -> list[Message]:
@@ -183,9 +191,11 @@ def chat_turn(
     *,
     recent: RecentResults | None = None,
     delay_s: float = 0.0,
+    thread_id: str | None = None,
 ) -> Iterator[ChatUpdate]:
     """One chat turn as a stream of updates: a placeholder while the pipeline runs, then the
-    checked answer in pieces, then the final message with citations and badge. Never raises."""
+    checked answer in pieces, then the final message with citations and badge. Never raises.
+    With a `thread_id`, follow-ups are understood in the context of the earlier turns."""
     history, ids = list(history or []), dict(ids or {})
     if not question or not question.strip():
         yield history, "", "", [], ids, ""
@@ -193,7 +203,7 @@ def chat_turn(
     history += [{"role": "user", "content": escape_text(question)}]
     history += [{"role": "assistant", "content": THINKING}]
     yield history, "", "", [], ids, ""
-    result = ask_safely(bot, question, kb)
+    result = ask_safely(bot, question, kb, thread_id)
     if result is None:
         yield (
             _say(history, f"{ERROR_MESSAGE}\n\n*{ERROR_BADGE}*"),
@@ -587,9 +597,23 @@ def _chat_tab(
     gr.Examples(EXAMPLES, inputs=question, label="Try")
 
     def on_submit(
-        text: str, history: list[Message] | None, name: str | None, known: dict[int, str]
+        text: str,
+        history: list[Message] | None,
+        name: str | None,
+        known: dict[int, str],
+        request: gr.Request,
     ) -> Iterator[ChatUpdate]:
-        yield from chat_turn(bot, text, history, name, known, recent=recent, delay_s=delay_s)
+        thread = session_thread(request)
+        yield from chat_turn(
+            bot, text, history, name, known, recent=recent, delay_s=delay_s, thread_id=thread
+        )
+
+    def on_clear(request: gr.Request) -> ChatUpdate:
+        """A new conversation: the thread's memory is forgotten with the visible chat."""
+        thread = session_thread(request)
+        if thread is not None:
+            bot.threads.forget(thread)
+        return [], "", "", [], {}, ""
 
     def on_like(known: dict[int, str], data: gr.LikeData) -> None:
         record_feedback(on_feedback, known, data.index, data.liked)
@@ -602,7 +626,7 @@ def _chat_tab(
         api_name="ask",
     )
     chat.like(on_like, inputs=[ids], outputs=None)
-    clear.click(lambda: ([], "", "", [], {}, ""), outputs=[chat, question, shown, trail, ids, why])
+    clear.click(on_clear, outputs=[chat, question, shown, trail, ids, why])
     return kb
 
 

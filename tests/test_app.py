@@ -33,6 +33,7 @@ from app import (
     record_feedback,
     respond,
     safe_url,
+    session_thread,
     trail_rows,
 )
 from config.settings import Settings
@@ -110,6 +111,19 @@ def test_chat_turn_streams_the_checked_answer_then_citations(bot: Guardrag) -> N
     assert final[3] == trail_rows(result)
     assert final[4] == {3: result.request_id}
     assert result.request_id in final[5]
+
+
+def test_a_browser_session_is_one_conversation(bot: Guardrag) -> None:
+    recent = RecentResults()
+    thread = session_thread(gr.Request(session_hash="s3ss10n"))
+    assert thread == "ui-s3ss10n" and session_thread(None) is None
+    for question in ("Are there any fees for topping up?", "what about with cash?"):
+        list(chat_turn(bot, question, [], KB, {}, recent=recent, thread_id=thread))
+    follow_up = recent.items()[0].result  # newest first
+    assert follow_up.thread_id == thread
+    rewrite = next(d for d in follow_up.trail if d.node == "contextualize")
+    assert rewrite.reason.startswith("follow-up rewritten")
+    assert "Are there any fees for topping up?" in rewrite.detail["standalone"]
 
 
 def test_feedback_reaches_the_handler_with_the_request_id() -> None:
