@@ -37,6 +37,7 @@ from guardrag.local_llm import (
     read_state,
     stop_server,
 )
+from guardrag.service import Guardrag
 from tests.conftest import KB, SAMPLE_FAQ
 
 REPO = Path(__file__).resolve().parents[1]
@@ -561,11 +562,13 @@ def test_cli_status_shows_the_running_local_server(
 # --- the real model, end to end -------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_real_local_model_answers_through_the_pipeline(
-    tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """Starts llama.cpp's server on the installed GGUF and asks a question that needs generation."""
+#: `make test` sets this: the real model was installed by `make llm`, so a missing one is a failure.
+REQUIRE_MODEL = os.environ.get("GUARDRAG_REQUIRE_LOCAL_LLM") == "1"
+
+
+@pytest.fixture
+def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardrag]:
+    """The real pipeline on the sample KB with the installed local model behind it."""
     installed = load_settings()  # where `make llm` put the model
     settings = settings_for(
         tmp_path,
@@ -576,10 +579,13 @@ def test_real_local_model_answers_through_the_pipeline(
     )
     problem = local_llm.install_problem(settings)
     if problem:
-        pytest.skip(f"local model not installed ({problem}); `make llm` installs it")
+        message = f"local model not installed ({problem}); `make llm` installs it"
+        if REQUIRE_MODEL:
+            pytest.fail(message)
+        pytest.skip(message)
     from guardrag.embedder import OnnxEmbedder
     from guardrag.ingest import ingest
-    from guardrag.service import Guardrag, build_services
+    from guardrag.service import build_services
     from guardrag.store import open_store
 
     embedder: OnnxEmbedder = request.getfixturevalue("embedder")  # loaded only when not skipped
@@ -587,26 +593,45 @@ def test_real_local_model_answers_through_the_pipeline(
     ingest(store, embedder, KB, [SAMPLE_FAQ], description="Kinetic Wallet")
     bot = Guardrag(build_services(settings, store=store, embedder=embedder), settings)
     try:
-        # A golden question that needs the LLM today (the router's thresholds move).
-        no_llm = bot.with_services(chat_model=None)
-        question = next(
-            (
-                case.question
-                for case in load_cases(REPO / "datasets/ewallet/golden.jsonl")
-                if case.expect == "answer"
-                and (refusal := no_llm.ask(case.question).refusal) is not None
-                and refusal.stage == "generate"
-            ),
-            None,
-        )
-        if question is None:
-            pytest.skip("no golden question reaches generation")
-        result = bot.ask(question)
+        yield bot
     finally:
         bot.close()
         local_llm.stop_all()
+    assert read_state(tmp_path / "llm") is None  # stopped with the app
+
+
+@pytest.mark.slow
+def test_real_local_model_answers_through_the_pipeline(real_bot: Guardrag) -> None:
+    """Asks the real model a golden question that needs generation."""
+    # A golden question that needs the LLM today (the router's thresholds move).
+    no_llm = real_bot.with_services(chat_model=None)
+    question = next(
+        (
+            case.question
+            for case in load_cases(REPO / "datasets/ewallet/golden.jsonl")
+            if case.expect == "answer"
+            and (refusal := no_llm.ask(case.question).refusal) is not None
+            and refusal.stage == "generate"
+        ),
+        None,
+    )
+    assert question is not None, "no golden question reaches generation"
+    result = real_bot.ask(question)
     generate = [step for step in result.trail if step.node == "generate"]
     assert generate, f"did not reach generation: {result.trail}"
     assert generate[0].verdict in ("pass", "miss"), generate[0]  # the model answered
     assert result.usage.completion_tokens > 0
-    assert read_state(tmp_path / "llm") is None  # stopped with the app
+
+
+@pytest.mark.slow
+def test_real_local_model_rewrites_a_follow_up(real_bot: Guardrag) -> None:
+    """The real model turns a follow-up into a standalone question the KB can answer."""
+    first = real_bot.ask("Are there any fees for topping up?", thread_id="real")
+    assert first.outcome == "answered"
+    follow_up = real_bot.ask("and what is the minimum amount?", thread_id="real")
+    rewrite = next(d for d in follow_up.trail if d.node == "contextualize")
+    assert rewrite.reason == "follow-up rewritten (llm)", rewrite
+    standalone = str(rewrite.detail["standalone"]).lower()
+    assert "top" in standalone and "minimum" in standalone, standalone
+    assert follow_up.outcome == "answered", follow_up.trail
+    assert "kw-top-up-003" in [c.source_id for c in follow_up.citations]
