@@ -16,6 +16,7 @@ from guardrag.audit.cli import audit_app
 from guardrag.audit.logs import configure_json_logging
 from guardrag.contract import Result
 from guardrag.embedder import EmbedderUnavailable
+from guardrag.eval_cli import eval_command
 from guardrag.ingest import IngestError
 from guardrag.llm_cli import llm_app
 from guardrag.serve_cli import serve
@@ -247,6 +248,7 @@ def kbs() -> None:
 app.add_typer(audit_app, name="audit")
 app.add_typer(llm_app, name="llm")
 app.command()(serve)
+app.command("eval")(eval_command)
 
 
 def main() -> None:

@@ -149,6 +149,40 @@ def test_query_of_stop_words_only(faq: VectorStore) -> None:
     assert hits[0].fused == pytest.approx(1 / c.RRF_K, rel=1e-3)
 
 
+def test_dense_mode_ignores_the_sparse_query(faq: VectorStore) -> None:
+    hits = faq.search("faq", vec("ship"), encode_query("zebracorn"), limit=3, mode="dense")
+    assert ids(hits) == ids(faq.search("faq", vec("ship"), None, limit=3))
+    assert pid("zeb") not in ids(hits)
+    assert all(h.sparse is None and h.fused == h.dense for h in hits)
+
+
+def test_sparse_only_search(faq: VectorStore) -> None:
+    query = vec("ship")
+    hits = faq.search("faq", query, encode_query("zebracorn warranty"), limit=5, mode="sparse")
+    assert ids(hits) == [pid("zeb")]  # BM25 finds only points that share a term
+    (top,) = hits
+    assert top.sparse is not None and top.sparse > 0 and top.fused == top.sparse
+    by_id = {p.id: p for p in make_points(FAQ)}
+    assert top.dense == pytest.approx(c.cosine(c.unit(query), by_id[top.id].dense), abs=1e-4)
+    ranked = faq.search(
+        "faq", query, encode_query("reset password invoice"), limit=5, mode="sparse"
+    )
+    assert set(ids(ranked)) == {pid("pw"), pid("bill")}
+    assert [h.fused for h in ranked] == sorted((h.fused for h in ranked), reverse=True)
+
+
+def test_sparse_only_search_without_terms(faq: VectorStore) -> None:
+    assert faq.search("faq", vec("pw"), encode_query("the of and"), limit=3, mode="sparse") == []
+    assert faq.search("faq", vec("pw"), None, limit=3, mode="sparse") == []
+    with pytest.raises(IndexUnavailable, match="not found"):
+        faq.search("nope", vec("pw"), None, limit=3, mode="sparse")
+
+
+def test_unknown_search_mode(faq: VectorStore) -> None:
+    with pytest.raises(ValueError, match="search mode"):
+        faq.search("faq", vec("pw"), None, limit=3, mode="fuzzy")  # type: ignore[arg-type]
+
+
 def test_find_by_field(faq: VectorStore) -> None:
     hits = faq.find_by_field("faq", "question_norm", FAQ["ship"].lower())
     assert ids(hits) == [pid("ship")]

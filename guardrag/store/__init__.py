@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guardrag.store.base import Hit, IndexUnavailable, KBInfo, Point, SparseVector, VectorStore
+from guardrag.store.base import (
+    Hit,
+    IndexUnavailable,
+    KBInfo,
+    Point,
+    SearchMode,
+    SparseVector,
+    VectorStore,
+)
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -15,6 +23,7 @@ __all__ = [
     "IndexUnavailable",
     "KBInfo",
     "Point",
+    "SearchMode",
     "SparseVector",
     "VectorStore",
     "open_store",

@@ -8,7 +8,7 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from guardrag.store.base import Hit, KBInfo, Point, SparseVector
 
@@ -162,6 +162,27 @@ def hits(
             )
         )
     return found
+
+
+Plan = Literal["hybrid", "dense", "sparse", "nothing"]
+
+
+def plan(mode: str, sparse: SparseVector | None) -> Plan:
+    """Which query a search runs: an unknown mode is a bug and raises; a BM25-only query with no
+    terms (None, or stop words only) has nothing to find."""
+    if mode not in ("hybrid", "dense", "sparse"):
+        raise ValueError(f"search mode must be 'hybrid', 'dense' or 'sparse', got {mode!r}")
+    if mode == "sparse":
+        return "sparse" if sparse is not None and sparse.indices else "nothing"
+    return "dense" if mode == "dense" or sparse is None else "hybrid"
+
+
+def sparse_hits(
+    rows: Iterable[tuple[str, dict[str, Any], float, object]], query_unit: Sequence[float]
+) -> list[Hit]:
+    """Hits of a BM25-only query: the engine score is both the fused and the sparse score."""
+    found = list(rows)
+    return hits(found, query_unit, {pid: score for pid, _, score, _ in found})
 
 
 def exact_hits(rows: Iterable[tuple[str, dict[str, Any]]]) -> list[Hit]:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+#: "hybrid": title + content vectors + BM25 fused with RRF (title vector only when the sparse
+#: query is None); "dense": title vector only; "sparse": BM25 only (the evaluation baselines).
+SearchMode = Literal["hybrid", "dense", "sparse"]
 
 
 class IndexUnavailable(RuntimeError):
@@ -96,9 +100,12 @@ class VectorStore(Protocol):
         dense: Sequence[float],
         sparse: SparseVector | None,
         limit: int,
+        mode: SearchMode = "hybrid",
     ) -> list[Hit]:
         """Hybrid search (title and content vectors + BM25, fused with RRF); title vector only
-        when sparse is None. Hits carry the cosines to both vectors either way."""
+        when sparse is None or mode is "dense"; BM25 only when mode is "sparse" (fused and sparse
+        are then the BM25 score, and an empty or missing sparse query finds nothing). Hits carry
+        the cosines to both dense vectors whatever the mode."""
         ...
 
     def find_by_field(self, kb: str, key: str, value: str, limit: int = 5) -> list[Hit]:

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from guardrag.store import _common as c
-from guardrag.store.base import Hit, IndexUnavailable, KBInfo, Point, SparseVector
+from guardrag.store.base import Hit, IndexUnavailable, KBInfo, Point, SearchMode, SparseVector
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -248,14 +248,16 @@ class EdgeStore:
         dense: Sequence[float],
         sparse: SparseVector | None,
         limit: int,
+        mode: SearchMode = "hybrid",
     ) -> list[Hit]:
+        how = c.plan(mode, sparse)
         handle, dim = self._acquire(kb)
         try:
             if len(dense) != dim:
                 raise ValueError(
                     f"query vector has {len(dense)} dims, knowledge base {kb!r} has {dim}"
                 )
-            return self._engine(kb, handle, _search, dense, sparse, limit)
+            return self._engine(kb, handle, _search, dense, sparse, limit, how)
         finally:
             self._release(kb, handle)
 
@@ -460,20 +462,28 @@ def _open_error(kb: str, shard_dir: Path, exc: Exception) -> IndexUnavailable:
 
 
 def _search(
-    shard: qe.EdgeShard, dense: Sequence[float], sparse: SparseVector | None, limit: int
+    shard: qe.EdgeShard,
+    dense: Sequence[float],
+    sparse: SparseVector | None,
+    limit: int,
+    how: c.Plan,
 ) -> list[Hit]:
     query = c.unit(dense)
     vectors = [c.DENSE, c.CONTENT]
-    if sparse is None:
-        found = shard.query(
-            qe.QueryRequest(
-                limit=limit,
-                query=qe.Query.Nearest(query, using=c.DENSE),
-                with_payload=True,
-                with_vector=vectors,
-            )
+    if how == "nothing":
+        return []
+    if how != "hybrid":
+        nearest = (
+            qe.Query.Nearest(query, using=c.DENSE)
+            if how == "dense" or sparse is None
+            else qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=c.SPARSE)
         )
-        return c.hits(((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found), query)
+        found = shard.query(
+            qe.QueryRequest(limit=limit, query=nearest, with_payload=True, with_vector=vectors)
+        )
+        rows = ((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found)
+        return c.hits(rows, query) if how == "dense" else c.sparse_hits(rows, query)
+    assert sparse is not None  # plan() chose hybrid
     n = c.prefetch_limit(limit)
     prefetches = [
         qe.Prefetch(limit=n, query=qe.Query.Nearest(query, using=name)) for name in vectors

@@ -20,7 +20,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from guardrag.store import _common as c
-from guardrag.store.base import Hit, IndexUnavailable, KBInfo, Point, SparseVector
+from guardrag.store.base import Hit, IndexUnavailable, KBInfo, Point, SearchMode, SparseVector
 
 
 class _Missing(IndexUnavailable):
@@ -146,23 +146,34 @@ class ServerStore:
         dense: Sequence[float],
         sparse: SparseVector | None,
         limit: int,
+        mode: SearchMode = "hybrid",
     ) -> list[Hit]:
+        how = c.plan(mode, sparse)
         query = c.unit(dense)
         alias = self._alias(kb)
         vectors = [c.DENSE, c.CONTENT]
-        if sparse is None:
+        if how == "nothing":
+            with self._reading(kb):  # a missing KB is still an error
+                self._client.get_collection(alias)
+            return []
+        if how != "hybrid":
+            nearest: list[float] | models.SparseVector = (
+                query
+                if how == "dense" or sparse is None
+                else models.SparseVector(indices=sparse.indices, values=sparse.values)
+            )
             with self._reading(kb):
                 found = self._client.query_points(
                     alias,
-                    query=query,
-                    using=c.DENSE,
+                    query=nearest,
+                    using=c.DENSE if how == "dense" else c.SPARSE,
                     limit=limit,
                     with_payload=True,
                     with_vectors=vectors,
                 ).points
-            return c.hits(
-                ((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found), query
-            )
+            rows = ((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found)
+            return c.hits(rows, query) if how == "dense" else c.sparse_hits(rows, query)
+        assert sparse is not None  # plan() chose hybrid
         n = c.prefetch_limit(limit)
         prefetch = [models.Prefetch(query=query, using=name, limit=n) for name in vectors]
         requests: list[models.QueryRequest] = []
