@@ -30,6 +30,41 @@ def _check_url(value: str | None, name: str) -> str | None:
 
 
 _AUDIT_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
+MIN_SCOPED_KEY_CHARS = 16
+ALL_KBS = "*"
+
+#: A client key and the knowledge bases it may use (None: every one).
+KeyScopes = dict[str, frozenset[str] | None]
+
+
+def parse_api_keys(spec: str) -> KeyScopes:
+    """`KEY=kb1,kb2;KEY2=*` -> {KEY: {kb1, kb2}, KEY2: None}. Errors never quote a key."""
+    scopes: KeyScopes = {}
+    entries = [e.strip() for e in spec.split(";")]
+    for number, entry in enumerate(entries, start=1):
+        if not entry:
+            continue
+        # rpartition: base64 keys end in '=', KB names never contain one.
+        key, sep, kbs = entry.rpartition("=")
+        where = f"entry {number} of GUARDRAG_API_KEYS"
+        if not sep or not key.strip():
+            raise ValueError(f"{where} must look like KEY=kb1,kb2 or KEY=*")
+        key = key.strip()
+        if len(key) < MIN_SCOPED_KEY_CHARS:
+            raise ValueError(f"{where}: the key is shorter than {MIN_SCOPED_KEY_CHARS} characters")
+        if key in scopes:
+            raise ValueError(f"{where}: the same key is listed twice")
+        names = [n.strip() for n in kbs.split(",") if n.strip()]
+        if not names:
+            raise ValueError(f"{where}: name its knowledge bases after '=' (or * for all)")
+        if ALL_KBS in names:
+            scopes[key] = None
+            continue
+        try:
+            scopes[key] = frozenset(validate_kb_name(n) for n in names)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return scopes
 
 
 class Settings(BaseSettings):
@@ -80,7 +115,15 @@ class Settings(BaseSettings):
         description="Cross-encoder at an HTTP /rerank endpoint (text-embeddings-inference "
         "format); unset means the offline fused reranker.",
     )
-    api_key: SecretStr | None = Field(None, description="Key clients must send to the HTTP API.")
+    api_key: SecretStr | None = Field(
+        None, description="Key clients must send to the HTTP API (X-API-Key); it may use every KB."
+    )
+    api_keys: SecretStr | None = Field(
+        None,
+        description="Keys scoped to knowledge bases, `KEY=kb1,kb2;KEY2=*` (`*`: every KB; "
+        f"keys of at least {MIN_SCOPED_KEY_CHARS} characters, no `;`). A key queries, lists and "
+        "reads the audit of its KBs only.",
+    )
     admin_token: SecretStr | None = Field(None, description="Token for the audit views.")
     audit_url: str | None = Field(
         None,
@@ -134,6 +177,20 @@ class Settings(BaseSettings):
                 f"GUARDRAG_AUDIT_URL must be a file path, sqlite:///path or postgresql://..., got {value!r}"
             )
         return value or None
+
+    @field_validator("api_keys")
+    @classmethod
+    def _api_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_api_keys(value.get_secret_value())
+        return value if value is not None and value.get_secret_value().strip() else None
+
+    def key_scopes(self) -> KeyScopes:
+        """Every client key of the HTTP API with its KBs (None: every KB); empty: no key needed."""
+        scopes = parse_api_keys(self.api_keys.get_secret_value()) if self.api_keys else {}
+        if self.api_key is not None and self.api_key.get_secret_value():
+            scopes[self.api_key.get_secret_value()] = None
+        return scopes
 
     @field_validator("default_kb")
     @classmethod

@@ -6,6 +6,7 @@ and the UI share it, and the recent results the Audit tab shows.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.security import APIKeyHeader
@@ -29,7 +30,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import StreamingResponse
 
+from config.settings import KeyScopes
 from guardrag import metrics
+from guardrag.audit import AuditRecord, SqlAuditStore, open_audit_store
+from guardrag.audit.sink import default_audit_url
 from guardrag.contract import Result
 from guardrag.ratelimit import RateLimiter
 from guardrag.service import Guardrag
@@ -62,10 +66,12 @@ class KBSummary(BaseModel):
     updated_at: str = ""
 
 
-def kb_summaries(store: VectorStore) -> list[KBSummary]:
-    """Every published KB of `store`, by name."""
+def kb_summaries(store: VectorStore, allowed: frozenset[str] | None = None) -> list[KBSummary]:
+    """Every published KB of `store` (of `allowed` only, unless None), by name."""
     summaries = []
     for name in sorted(store.list_kbs()):
+        if allowed is not None and name not in allowed:
+            continue
         info = store.kb_info(name)
         if info is not None:
             summaries.append(
@@ -145,6 +151,7 @@ class Readiness(BaseModel):
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "The body cannot be decoded."},
     401: {"model": ErrorBody, "description": "Missing or wrong X-API-Key."},
+    403: {"model": ErrorBody, "description": "This key may not use that knowledge base."},
     413: {"model": ErrorBody, "description": "Request body too large."},
     429: {"model": ErrorBody, "description": "Rate limit hit; see the Retry-After header."},
     500: {"model": ErrorBody, "description": "Unexpected error; quote the request id."},
@@ -280,15 +287,80 @@ def rate_limit_dependency(limiter: RateLimiter) -> Callable[[Request], None]:
 _API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False)
 
 
-def api_key_dependency(expected: str) -> Callable[[str | None], None]:
-    """A dependency that requires X-API-Key == `expected`, compared in constant time."""
+@dataclass(frozen=True)
+class Caller:
+    """What the calling key may see: these knowledge bases, or every one (None)."""
 
-    def check(given: Annotated[str | None, Depends(_API_KEY_HEADER)]) -> None:
-        if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
+    kbs: frozenset[str] | None = None
+    keyed: bool = False  # False: no keys are configured, the API is open
+
+    def allows(self, kb: str) -> bool:
+        return self.kbs is None or kb in self.kbs
+
+    def require(self, kb: str) -> None:
+        """403 for a KB outside the key's scope, whether or not that KB exists."""
+        if not self.allows(kb):
+            raise HTTPException(403, f"this API key may not use knowledge base {kb!r}")
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def key_checker(scopes: KeyScopes) -> Callable[[str | None], Caller]:
+    """Finds the sent key among `scopes` in constant time: every key is compared (as a SHA-256
+    digest, so neither its length nor its position leaks through timing), and a match does
+    not stop the loop. 401 for a missing or unknown key; without keys the API is open."""
+    table = [(_digest(key), kbs) for key, kbs in scopes.items()]
+
+    def check(given: str | None) -> Caller:
+        if not table:
+            return Caller()
+        sent = _digest(given or "")
+        found: Caller | None = None
+        for digest, kbs in table:
+            if hmac.compare_digest(sent, digest) and given is not None:
+                found = Caller(kbs, keyed=True)
+        if found is None:
             # Never echo or log the key that was sent.
             raise HTTPException(401, "missing or invalid API key")
+        return found
 
     return check
+
+
+def key_dependency(scopes: KeyScopes) -> Callable[[Request, str | None], None]:
+    """A router dependency that authenticates X-API-Key and leaves the Caller on the request."""
+    check = key_checker(scopes)
+
+    def authenticate(
+        request: Request, given: Annotated[str | None, Depends(_API_KEY_HEADER)]
+    ) -> None:
+        request.state.caller = check(given)
+
+    return authenticate
+
+
+def caller_of(request: Request) -> Caller:
+    """The Caller the key dependency found (an open API's when no key is configured)."""
+    caller = getattr(request.state, "caller", None)
+    return caller if isinstance(caller, Caller) else Caller()
+
+
+class AuditReader:
+    """Reads the audit log for GET /v1/audit (opened on first use, shared by the workers)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._store: SqlAuditStore | None = None
+        self._lock = threading.Lock()
+
+    def recent(self, kbs: list[str] | None, limit: int) -> list[AuditRecord]:
+        with self._lock:
+            if self._store is None:
+                self._store = open_audit_store(self.url)
+            store = self._store
+        return store.recent(kbs, limit)
 
 
 # --- the application ----------------------------------------------------------------------
@@ -318,22 +390,25 @@ def readiness(bot: Guardrag) -> dict[str, bool]:
 
 def _api_router(bot: Guardrag, recent: RecentResults, limiter: RateLimiter) -> APIRouter:
     settings = bot.settings
+    scopes = settings.key_scopes()
     # Rate limit first, so guessing keys is rate limited too. Without a configured key the
     # key check is left out altogether, so the OpenAPI spec does not claim one is needed.
     dependencies = [Depends(rate_limit_dependency(limiter))]
-    if settings.api_key is not None:
-        dependencies.append(Depends(api_key_dependency(settings.api_key.get_secret_value())))
+    if scopes:
+        dependencies.append(Depends(key_dependency(scopes)))
     router = APIRouter(prefix=API_PREFIX, dependencies=dependencies, responses=_ERRORS)
+    audit = AuditReader(default_audit_url(settings)) if bot.audit is not None else None
 
-    def ask(body: AskRequest) -> Result:
+    def ask(body: AskRequest, request: Request) -> Result:
+        caller_of(request).require(body.kb or settings.default_kb)
         result = bot.ask(body.question, body.kb)
         recent.add(result)
         return result
 
     @router.post("/ask", response_model=Result, summary="Answer a question, or refuse it")
-    def ask_json(body: AskRequest) -> Result:
+    def ask_json(body: AskRequest, request: Request) -> Result:
         """The full result object: answer, citations, route or typed refusal, decision trail."""
-        return ask(body)
+        return ask(body, request)
 
     @router.post(
         "/ask/stream",
@@ -342,14 +417,38 @@ def _api_router(bot: Guardrag, recent: RecentResults, limiter: RateLimiter) -> A
         responses={200: _SSE_DOC},
         summary="Answer a question as server-sent events",
     )
-    def ask_stream(body: AskRequest) -> SSEResponse:
+    def ask_stream(body: AskRequest, request: Request) -> SSEResponse:
         """Runs the whole pipeline (guards included) first, then streams `token` events
         (`{"text": ...}`) and one `final` event carrying the full result object."""
-        return SSEResponse(sse_events(ask(body)))
+        return SSEResponse(sse_events(ask(body, request)))
 
     @router.get("/kbs", response_model=list[KBSummary], summary="List knowledge bases")
-    def kbs() -> list[KBSummary]:
-        return kb_summaries(bot.services.store)
+    def kbs(request: Request) -> list[KBSummary]:
+        """The knowledge bases this key may use."""
+        return kb_summaries(bot.services.store, caller_of(request).kbs)
+
+    @router.get(
+        "/audit",
+        response_model=list[AuditRecord],
+        responses={404: {"model": ErrorBody, "description": "The audit log is off."}},
+        summary="Recent audit records of this key's knowledge bases",
+    )
+    def audit_log(
+        request: Request,
+        kb: Annotated[str | None, Query(pattern=KB_PATTERN)] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> list[AuditRecord]:
+        """Newest first, already redacted; one KB with `kb`, else every KB the key may use.
+        Needs a key (GUARDRAG_API_KEY or GUARDRAG_API_KEYS): an open API shows no audit."""
+        caller = caller_of(request)
+        if not caller.keyed:
+            raise HTTPException(403, "the audit log needs an API key (GUARDRAG_API_KEYS)")
+        if audit is None:
+            raise HTTPException(404, "the audit log is off for this process")
+        if kb is not None:
+            caller.require(kb)
+        kbs = [kb] if kb is not None else (sorted(caller.kbs) if caller.kbs is not None else None)
+        return audit.recent(kbs, limit)
 
     return router
 

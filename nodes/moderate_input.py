@@ -4,27 +4,62 @@ Decides on the input guard's validators (length, injection, jailbreak, harmful i
 payment data, credential requests, profanity, then semantic similarity to attack exemplars),
 cheapest first; the first finding blocks. Embeds the question once for every later stage.
 In `pii="redact"` mode, personal values are masked instead and the masked question goes on.
+When the embedding model fails, the question is refused (kind "error") with the failure in
+the trail and one log line, and the next question tries the model again.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import numpy as np
 from langchain_core.runnables import RunnableConfig
 
 from graph.state import PipelineState
+from guardrag.contract import RefusalReason
+from guardrag.embedder import Embedder
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "moderate_input"
+#: Without its embedding a question can be neither screened semantically nor looked up: the
+#: index cannot be used, so this is the closest existing reason (a dedicated
+#: `model_unavailable` reason is proposed in docs/RELIABILITY.md).
+EMBEDDER_DOWN = RefusalReason.INDEX_UNAVAILABLE
+
+log = logging.getLogger("guardrag.nodes")
+
+
+class _EmbedFailed(Exception):
+    """The embedder raised; carries the original exception."""
+
+
+def _embed(embedder: Embedder, text: str) -> np.ndarray:
+    try:
+        return embedder.embed([text])[0]
+    except Exception as exc:  # onnxruntime, tokenizer or a remote embedder: all the same here
+        raise _EmbedFailed(exc) from exc
 
 
 def moderate_input(
     state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
 ) -> dict[str, Any]:
+    try:
+        return _moderate(state, config, runtime)
+    except _EmbedFailed as failed:
+        cause = failed.__cause__
+        name = type(cause).__name__
+        # The exception text, never the question: it may carry personal data.
+        log.error("moderate_input: embedding model failed (%s: %s); question refused", name, cause)
+        decision = decide(NODE, "error", f"embedder failed: {name}", error=str(cause)[:300])
+        return refuse_with(EMBEDDER_DOWN, decision)
+
+
+def _moderate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     services, limit = runtime.context, knobs(config).max_input_chars
     question = state.get("question") or ""
     embeddable = bool(question.strip()) and len(question) <= limit
-    vector = services.embedder.embed([question])[0] if embeddable else None
+    vector = _embed(services.embedder, question) if embeddable else None
     finding = services.input_guard.check(question, max_chars=limit, vector=vector)
     if finding is not None:
         decision = decide(
@@ -38,7 +73,7 @@ def moderate_input(
     if masked != question:
         return {
             "question": masked,
-            "query_vector": services.embedder.embed([masked])[0].tolist(),
+            "query_vector": _embed(services.embedder, masked).tolist(),
             "trail": [decide(NODE, "pass", "personal data redacted", pii_mode="redact")],
         }
     return {"query_vector": vector.tolist(), "trail": [decide(NODE, "pass", "no guard fired")]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -16,7 +17,7 @@ import httpx
 import pytest
 import schemathesis
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from pydantic import SecretStr
@@ -320,3 +321,267 @@ def test_metrics_count_outcomes_and_node_latency(client: TestClient) -> None:
         'reason="prompt_injection"' in text
         and 'guardrag_node_seconds_bucket{le="0.001",node="classify"}' in text
     )
+
+
+# --- keys scoped to knowledge bases -------------------------------------------------------
+
+KINETIC_KEY = "kinetic-client-0001"
+PAYROLL_KEY = "payroll-client-0002="  # base64-style keys may end in '='
+ALL_KEY = "operator-all-kbs-0003"
+PAYROLL = "payroll"
+PAYROLL_QUESTION = "When is salary paid each month?"
+SCOPED = f"{KINETIC_KEY}={KB}; {PAYROLL_KEY}={PAYROLL};{ALL_KEY}=*"
+
+
+@pytest.fixture(scope="module")
+def two_kbs(embedder: OnnxEmbedder, tmp_path_factory: pytest.TempPathFactory) -> Services:
+    """Two knowledge bases in one real (in-process) Qdrant: a slice of the sample KB and a
+    three-entry payroll FAQ."""
+    from guardrag.ingest import ingest
+    from guardrag.store.server import ServerStore
+    from tests.conftest import SAMPLE_FAQ
+
+    folder = tmp_path_factory.mktemp("kbs")
+    kinetic = folder / "kinetic.jsonl"
+    kinetic.write_text("".join(SAMPLE_FAQ.read_text().splitlines(keepends=True)[:24]))
+    payroll = folder / "payroll.jsonl"
+    rows = [
+        ("pay-1", PAYROLL_QUESTION, "Salary is paid on the 25th of each month."),
+        ("pay-2", "How do I download my payslip?", "Open Payroll, then Payslips, then Download."),
+        ("pay-3", "Who approves overtime claims?", "Your line manager approves overtime claims."),
+    ]
+    payroll.write_text(
+        "".join(json.dumps({"id": i, "question": q, "answer": a}) + "\n" for i, q, a in rows)
+    )
+    store = ServerStore(location=":memory:")
+    ingest(store, embedder, KB, [kinetic], description="Kinetic Wallet")
+    ingest(store, embedder, PAYROLL, [payroll], description="Payroll")
+    return build_services(
+        Settings(default_kb=KB), store=store, embedder=embedder, chat_model=ScriptedChatModel()
+    )
+
+
+def _as(key: str) -> dict[str, str]:
+    return {"X-API-Key": key}
+
+
+def test_a_key_queries_only_its_own_kbs(two_kbs: Services, tmp_path: Path) -> None:
+    bot = Guardrag(
+        two_kbs, Settings(data_dir=tmp_path, default_kb=KB, api_keys=SCOPED, rate_limit_burst=1000)
+    )
+    with TestClient(create_app(bot, with_ui=False)) as c:
+        own = c.post("/v1/ask", json={"question": TOP_UP, "kb": KB}, headers=_as(KINETIC_KEY))
+        assert own.status_code == 200 and own.json()["outcome"] == "answered"
+        assert c.post("/v1/ask", json={"question": TOP_UP}, headers=_as(KINETIC_KEY)).is_success
+        for path in ("/v1/ask", "/v1/ask/stream"):
+            other = c.post(
+                path, json={"question": PAYROLL_QUESTION, "kb": PAYROLL}, headers=_as(KINETIC_KEY)
+            )
+            assert other.status_code == 403 and PAYROLL in other.json()["detail"]
+            # A KB that does not exist looks the same: a key cannot probe for names.
+            ghost = c.post(path, json={"question": "x", "kb": "ghost"}, headers=_as(KINETIC_KEY))
+            assert ghost.status_code == 403
+        # The default KB is not the payroll key's either.
+        assert (
+            c.post("/v1/ask", json={"question": TOP_UP}, headers=_as(PAYROLL_KEY)).status_code
+            == 403
+        )
+        mine = c.post(
+            "/v1/ask/stream",
+            json={"question": PAYROLL_QUESTION, "kb": PAYROLL},
+            headers=_as(PAYROLL_KEY),
+        )
+        assert mine.status_code == 200 and "25th" in mine.text
+        assert c.post("/v1/ask", json={"question": TOP_UP}, headers=_as("nope")).status_code == 401
+        names = {
+            key: [k["name"] for k in c.get("/v1/kbs", headers=_as(key)).json()]
+            for key in (KINETIC_KEY, PAYROLL_KEY, ALL_KEY)
+        }
+    assert names == {KINETIC_KEY: [KB], PAYROLL_KEY: [PAYROLL], ALL_KEY: [KB, PAYROLL]}
+
+
+def test_the_single_key_still_works_beside_scoped_ones(two_kbs: Services, tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        default_kb=KB,
+        api_key=SecretStr(KEY),
+        api_keys=SCOPED,
+        rate_limit_burst=1000,
+    )
+    with TestClient(create_app(Guardrag(two_kbs, settings), with_ui=False)) as c:
+        assert [k["name"] for k in c.get("/v1/kbs", headers=_as(KEY)).json()] == [KB, PAYROLL]
+        asked = c.post(
+            "/v1/ask", json={"question": PAYROLL_QUESTION, "kb": PAYROLL}, headers=_as(KEY)
+        )
+        assert asked.status_code == 200
+
+
+def test_a_key_reads_only_its_own_audit(two_kbs: Services, tmp_path: Path) -> None:
+    from guardrag.audit import AuditSink
+
+    settings = Settings(data_dir=tmp_path, default_kb=KB, api_keys=SCOPED, rate_limit_burst=1000)
+    sink = AuditSink.from_settings(settings, source="api")
+    bot = Guardrag(two_kbs, settings, sink)
+    with TestClient(create_app(bot, with_ui=False)) as c:
+        asked = {
+            KB: c.post("/v1/ask", json={"question": TOP_UP}, headers=_as(KINETIC_KEY)).json(),
+            PAYROLL: c.post(
+                "/v1/ask",
+                json={"question": PAYROLL_QUESTION, "kb": PAYROLL},
+                headers=_as(PAYROLL_KEY),
+            ).json(),
+        }
+        assert sink.flush()
+        seen = {
+            key: [(r["kb"], r["request_id"]) for r in c.get("/v1/audit", headers=_as(key)).json()]
+            for key in (KINETIC_KEY, PAYROLL_KEY, ALL_KEY)
+        }
+        forbidden = c.get("/v1/audit", params={"kb": PAYROLL}, headers=_as(KINETIC_KEY))
+        one = c.get("/v1/audit", params={"kb": PAYROLL, "limit": 1}, headers=_as(ALL_KEY)).json()
+        assert c.get("/v1/audit").status_code == 401
+    sink.close()
+    assert seen[KINETIC_KEY] == [(KB, asked[KB]["request_id"])]
+    assert seen[PAYROLL_KEY] == [(PAYROLL, asked[PAYROLL]["request_id"])]
+    assert sorted(seen[ALL_KEY]) == sorted(seen[KINETIC_KEY] + seen[PAYROLL_KEY])
+    assert forbidden.status_code == 403
+    assert [r["request_id"] for r in one] == [asked[PAYROLL]["request_id"]]
+
+
+def test_audit_needs_a_key_and_an_audit_log(services: Services, tmp_path: Path) -> None:
+    with TestClient(create_app(make_bot(services, tmp_path), with_ui=False)) as open_api:
+        assert open_api.get("/v1/audit").status_code == 403  # an open API shows no audit
+    keyed = make_bot(services, tmp_path, api_key=SecretStr(KEY))  # no audit sink
+    with TestClient(create_app(keyed, with_ui=False)) as c:
+        assert c.get("/v1/audit", headers=_as(KEY)).status_code == 404
+
+
+def test_keys_are_never_logged_or_echoed(
+    two_kbs: Services, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings(data_dir=tmp_path, default_kb=KB, api_keys=SCOPED, rate_limit_burst=1000)
+    wrong = "wrong-key-but-close-0001"
+    with (
+        caplog.at_level(logging.DEBUG),
+        TestClient(create_app(Guardrag(two_kbs, settings), with_ui=False)) as c,
+    ):
+        bodies = [
+            c.post("/v1/ask", json={"question": TOP_UP}, headers=_as(key)).text
+            for key in (KINETIC_KEY, PAYROLL_KEY, wrong)
+        ]
+    text = caplog.text + "".join(bodies) + repr(settings) + str(settings.model_dump())
+    for key in (KINETIC_KEY, PAYROLL_KEY, ALL_KEY, wrong):
+        assert key not in text
+
+
+def test_every_key_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A match does not stop the loop: each request costs one digest comparison per key."""
+    import guardrag.api as api
+
+    calls: list[int] = []
+    real = api.hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        calls.append(len(a) + len(b))
+        return real(a, b)
+
+    monkeypatch.setattr(api.hmac, "compare_digest", counting)
+    check = api.key_checker(Settings(api_keys=SCOPED).key_scopes())
+    assert check(KINETIC_KEY).kbs == frozenset({KB})  # the first key matches
+    assert len(calls) == 3 and set(calls) == {64}  # still three comparisons, of equal length
+    with pytest.raises(HTTPException):
+        check("short")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("just-a-key-without-kbs", "must look like KEY=kb1,kb2"),
+        ("short=kinetic", "shorter than 16"),
+        (f"{KINETIC_KEY}=", "name its knowledge bases"),
+        (f"{KINETIC_KEY}=../etc", "knowledge base name"),
+        (f"{KINETIC_KEY}=a;{KINETIC_KEY}=b", "listed twice"),
+    ],
+)
+def test_bad_scoped_keys_stop_start_up_without_echoing_them(spec: str, message: str) -> None:
+    from config.settings import SettingsError, load_settings
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GUARDRAG_API_KEYS", spec)
+        with pytest.raises(SettingsError, match="GUARDRAG_API_KEYS") as caught:
+            load_settings()
+    assert message in str(caught.value)
+    assert KINETIC_KEY not in str(caught.value) and "short=" not in str(caught.value)
+
+
+# --- ingest while answering ---------------------------------------------------------------
+
+
+def test_readers_see_a_whole_snapshot_while_the_kb_is_reingested(
+    embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """Clients ask over real HTTP while the KB is re-published back and forth between two
+    versions (embedded Qdrant Edge). Each version has its own ids, answers and size, so an
+    answer, its citation and the /v1/kbs summary must all belong to one version."""
+    from guardrag.ingest import ingest
+    from guardrag.store.edge import EdgeStore
+    from tests.conftest import SAMPLE_FAQ
+
+    rows = [json.loads(line) for line in SAMPLE_FAQ.read_text().splitlines()[:7]]
+    faq = tmp_path / "faq.jsonl"
+
+    def write_version(tag: str, count: int) -> None:
+        faq.write_text(
+            "".join(
+                json.dumps({**row, "id": f"{tag}-{n}", "answer": f"{row['answer']} ({tag})"}) + "\n"
+                for n, row in enumerate(rows[:count])
+            )
+        )
+
+    settings = Settings(
+        data_dir=tmp_path / "data", default_kb=KB, llm_local=False, rate_limit_burst=100_000
+    )
+    store = EdgeStore(settings.data_dir)
+    versions = {}
+    for tag, count in (("one", 6), ("two", 7)):
+        write_version(tag, count)
+        report = ingest(store, embedder, KB, [faq], description="Kinetic Wallet")
+        versions[tag] = (report.snapshot_id, count)
+    bot = Guardrag(build_services(settings, store=store, embedder=embedder), settings)
+    answers: list[tuple[str, str]] = []
+    summaries: list[tuple[str, int]] = []
+    failures: list[str] = []
+    done = threading.Event()
+
+    def reader(number: int) -> None:
+        with httpx.Client(timeout=30) as http:
+            while not done.is_set():
+                row = rows[(number + len(answers)) % 6]
+                body = http.post(f"{base}/v1/ask", json={"question": row["question"]}).json()
+                if body["outcome"] != "answered":
+                    failures.append(f"{body['refusal']} {body['trail'][-2:]}")
+                    continue
+                answers.append((body["citations"][0]["source_id"], body["answer"]))
+                kb = http.get(f"{base}/v1/kbs").json()[0]
+                summaries.append((kb["snapshot_id"], kb["entries"]))
+
+    with serving(create_app(bot, with_ui=False)) as base:
+        threads = [threading.Thread(target=reader, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        try:
+            for round_ in range(6):
+                tag, count = ("one", 6) if round_ % 2 == 0 else ("two", 7)
+                write_version(tag, count)
+                ingest(store, embedder, KB, [faq])
+                time.sleep(0.2)
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join(timeout=30)
+    bot.close()
+    assert not failures, failures[:3]
+    mixed = [(sid, text) for sid, text in answers if not text.endswith(f"({sid.split('-')[0]})")]
+    assert not mixed, mixed[:3]
+    assert set(summaries) <= set(versions.values()), set(summaries)
+    seen = {sid.split("-")[0] for sid, _ in answers}
+    assert seen == {"one", "two"} and len(answers) >= 20  # both versions were really served

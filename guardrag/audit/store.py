@@ -164,6 +164,14 @@ class SqlAuditStore:
         rows = self._records("WHERE seq > ?", (after_seq, limit), "ORDER BY seq DESC LIMIT ?")
         return [(int(r[0]), self._to_record(r)) for r in reversed(rows)]
 
+    def recent(self, kbs: Sequence[str] | None = None, limit: int = 50) -> list[AuditRecord]:
+        """The newest `limit` records, newest first; of these KBs only, unless None."""
+        if kbs is not None and not kbs:
+            return []
+        where = f"WHERE kb IN ({', '.join('?' * len(kbs))})" if kbs is not None else ""
+        rows = self._records(where, [*(kbs or ()), limit], "ORDER BY seq DESC LIMIT ?")
+        return [self._to_record(r) for r in rows]
+
     def records(
         self, since: str | None = None, kb: str | None = None, page: int = 1000
     ) -> Iterator[AuditRecord]:
