@@ -3,16 +3,25 @@
 Small local models sometimes talk about their sources instead of answering ("This is stated in
 passage [1]."), echo the prompt back, or cite a passage number that was never given. `tidy`
 removes sentences that only talk about the sources; `problems` names what is still wrong, so
-`generate` can ask the model once more (one bounded retry) before `ground` decides.
+`generate` can ask the model once more (one bounded retry) before `ground` decides. `prune`
+lets `ground` leave out unsupported uncited remarks when everything else is grounded.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from guardrag.grounding import CITATION_RE, content_words, parse_citations, split_sentences
+from guardrag.embedder import Embedder
+from guardrag.grounding import (
+    CITATION_RE,
+    Passage,
+    check_grounding,
+    content_words,
+    parse_citations,
+    split_sentences,
+)
 from guardrag.guards.output_rules import check_prompt_leak
 
 #: A sentence that opens with a pointer ("This", "It", "As") and is about the passages themselves.
@@ -26,6 +35,11 @@ _CITATION_POINTER = re.compile(
     r"^\W*(?:this|that|it|these)\s+(?:is|are|was|were)\s+(?:\w+\s+)?"
     r"(?:stated|supported|mentioned|explained|described|outlined|covered|noted|confirmed)\s+"
     r"(?:in|by)\s+(?:both|all|the|and|\[\d+\]|,|\s)*[.!]?$",
+    re.IGNORECASE,
+)
+_QUALIFIER = re.compile(
+    r"^\W*(?:however|but|except|unless|only|although|though|note)\b"
+    r"|\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|without|except|unless)\b",
     re.IGNORECASE,
 )
 _ANSWER_WORD = re.compile(r"^\W*(?:yes|no)\b", re.IGNORECASE)
@@ -52,20 +66,55 @@ def is_source_talk(sentence: str) -> bool:
     return bare != sentence and not content_words(bare) and not re.search(r"\d", bare)
 
 
-def tidy(draft: str) -> tuple[str, tuple[str, ...]]:
-    """The draft without source-talk sentences, and the sentences removed."""
+def without(draft: str, drop: Callable[[str], bool]) -> tuple[str, tuple[str, ...]]:
+    """The draft without the sentences `drop` picks (layout kept), and those sentences."""
     removed: list[str] = []
     lines = []
     for line in draft.splitlines():
         kept = line
         for sentence in split_sentences(line):
-            if is_source_talk(sentence):
+            if drop(sentence):
                 removed.append(sentence)
                 kept = kept.replace(sentence, "", 1)
         if kept.strip() or not line.strip():
             lines.append(kept.rstrip())
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
     return re.sub(r"[ \t]{2,}", " ", text), tuple(removed)
+
+
+def tidy(draft: str) -> tuple[str, tuple[str, ...]]:
+    """The draft without source-talk sentences, and the sentences removed."""
+    return without(draft, is_source_talk)
+
+
+def is_prunable(sentence: str) -> bool:
+    """An uncited remark with no figures and no qualifier: safe to leave out of an answer.
+
+    Citations, numbers, negations and "however/unless/only" change what the rest means, so a
+    sentence carrying them is never dropped: the whole draft is judged instead.
+    """
+    return not (
+        parse_citations(sentence) or re.search(r"\d", sentence) or _QUALIFIER.search(sentence)
+    )
+
+
+def prune(
+    draft: str, passages: Sequence[Passage], embedder: Embedder, min_similarity: float
+) -> tuple[str, tuple[str, ...]] | None:
+    """The draft without its unsupported uncited remarks, when what is left is fully grounded
+    ("It is 1.5% [1]. This keeps your money safe." -> "It is 1.5% [1]."); None otherwise."""
+
+    def unsupported(sentence: str) -> bool:
+        if not is_prunable(sentence):
+            return False
+        report = check_grounding(sentence, passages, embedder, min_similarity=min_similarity)
+        return not report.supported
+
+    kept, dropped = without(draft, unsupported)
+    if not dropped or not kept:
+        return None
+    report = check_grounding(kept, passages, embedder, min_similarity=min_similarity)
+    return (kept, dropped) if report.supported else None
 
 
 def check_draft(

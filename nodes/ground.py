@@ -2,12 +2,15 @@
 
 Evidence (per claim, from guardrag.grounding): embedding similarity and lexical overlap with the
 best source sentence, agreement of numbers and named entities, no negation flip, and citations
-only to passages that were actually given. An unsupported draft is replaced by the top FAQ entry
-verbatim when that entry clearly answers the question, else refused not_grounded.
+only to passages that were actually given. Unsupported uncited remarks without figures or
+qualifiers ("This keeps your money safe.") are left out when everything else is grounded
+(guardrag.drafts.prune). An unsupported draft is replaced by the top FAQ entry verbatim when
+that entry clearly answers the question, else refused not_grounded.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -15,10 +18,12 @@ from langchain_core.runnables import RunnableConfig
 
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
+from guardrag.drafts import prune
 from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage, check_grounding
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "ground"
+log = logging.getLogger("guardrag.nodes")
 _CITATION = re.compile(r"\[(\d+)\]")
 
 
@@ -42,9 +47,21 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         for n, p in enumerate(passages, start=1)
     ]
     min_similarity = run.grounding_min_similarity or DEFAULT_MIN_SIMILARITY
-    report = check_grounding(
-        state["draft"], given, runtime.context.embedder, min_similarity=min_similarity
-    )
+    draft, pruned = state["draft"], tuple[str, ...]()
+    embedder = runtime.context.embedder
+    try:
+        report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
+        if not report.supported and (edit := prune(draft, given, embedder, min_similarity)):
+            draft, pruned = edit  # only unsupported uncited remarks left out; the rest is grounded
+            report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
+    except Exception as exc:  # the embedding model failed: nothing can be verified
+        log.error(
+            "ground: embedding model failed (%s: %s); answer refused", type(exc).__name__, exc
+        )
+        decision = decide(
+            NODE, "error", f"embedder failed: {type(exc).__name__}", error=str(exc)[:300]
+        )
+        return refuse_with(RefusalReason.MODEL_UNAVAILABLE, decision)
     claims = [
         {
             "claim": c.claim[:160],
@@ -58,11 +75,14 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     ]
     if report.supported:
         cited = sorted(report.cited_numbers()) or [1]
+        reason = report.reason or "all claims supported"
+        if pruned:
+            reason = f"{reason}; {len(pruned)} unsupported uncited remark(s) left out"
         decision = decide(
-            NODE, "pass", report.reason or "all claims supported", report.score, None, claims=claims
+            NODE, "pass", reason, report.score, None, claims=claims, pruned=list(pruned)
         )
         return {
-            "answer": _renumber(state["draft"], cited),
+            "answer": _renumber(draft, cited),
             "route": "generated",
             "citations": [passages[n - 1].citation() for n in cited],
             "confidence": round(min(report.score, passages[cited[0] - 1].score), 4),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from config import prompts
-from guardrag.drafts import check_draft, tidy
+from guardrag.drafts import check_draft, prune, tidy
+from guardrag.embedder import OnnxEmbedder
+from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage
 from guardrag.service import Guardrag
 from tests.fakes import ScriptedChatModel
 
@@ -81,3 +83,42 @@ def test_source_talk_never_reaches_the_customer(bot: Guardrag, chat: ScriptedCha
     result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
     assert result.outcome == "answered" and "passage" not in result.answer
     assert len(chat.calls) == 1
+
+
+FEE = [Passage(number=1, source_id="fees", text="Credit card top-ups carry a 1.5% fee.")]
+
+
+@pytest.mark.parametrize(
+    ("draft", "expected"),
+    [
+        (
+            "Credit card top-ups carry a 1.5% fee [1]. This helps keep your finances healthy.",
+            "Credit card top-ups carry a 1.5% fee [1].",
+        ),
+        ("Credit card top-ups carry a 1.5% fee [1]. Debit top-ups cost RM5.", None),  # a figure
+        ("Credit card top-ups carry a 1.5% fee [1]. It does not apply to e-wallets.", None),
+        (
+            "Credit card top-ups carry a 1.5% fee [1]. Cash is free [1].",
+            None,
+        ),  # cited: misattributed
+        ("This helps keep your finances healthy.", None),  # nothing grounded would be left
+    ],
+)
+def test_prune_leaves_out_only_unsupported_uncited_remarks(
+    embedder: OnnxEmbedder, draft: str, expected: str | None
+) -> None:
+    pruned = prune(draft, FEE, embedder, DEFAULT_MIN_SIMILARITY)
+    assert (pruned[0] if pruned else None) == expected
+
+
+def test_ground_answers_without_the_unsupported_remark(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    chat.replies = [
+        "FPX top-ups can take up to 30 minutes to reflect in your wallet. "
+        "This ensures a smooth experience for every customer."
+    ]
+    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    assert result.outcome == "answered" and "smooth" not in result.answer
+    ground = next(d for d in result.trail if d.node == "ground")
+    assert ground.detail["pruned"] == ["This ensures a smooth experience for every customer."]
