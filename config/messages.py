@@ -25,6 +25,7 @@ REFUSAL_MESSAGES: dict[R, str] = {
     R.UNSAFE_OUTPUT: "I couldn't produce a safe answer to that. Please rephrase your question.",
     R.LLM_UNAVAILABLE: "I can't compose an answer right now. Please try again later.",
     R.INDEX_UNAVAILABLE: "The help centre is temporarily unavailable. Please try again later.",
+    R.MODEL_UNAVAILABLE: "The help centre is temporarily unavailable. Please try again later.",
 }
 
 GREETING_MESSAGE = "Hello! Ask me anything about {kb_title} and I'll answer from our help centre."

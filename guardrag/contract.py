@@ -27,6 +27,7 @@ class RefusalReason(StrEnum):
     UNSAFE_OUTPUT = "unsafe_output"
     LLM_UNAVAILABLE = "llm_unavailable"
     INDEX_UNAVAILABLE = "index_unavailable"
+    MODEL_UNAVAILABLE = "model_unavailable"
 
 
 RefusalKind = Literal["blocked", "not_found", "error"]
@@ -49,6 +50,7 @@ REASON_KIND: dict[RefusalReason, RefusalKind] = {
     RefusalReason.NOT_GROUNDED: "not_found",
     RefusalReason.LLM_UNAVAILABLE: "error",
     RefusalReason.INDEX_UNAVAILABLE: "error",
+    RefusalReason.MODEL_UNAVAILABLE: "error",
 }
 
 Verdict = Literal["pass", "hit", "miss", "block", "error"]

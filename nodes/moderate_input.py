@@ -22,10 +22,8 @@ from guardrag.embedder import Embedder
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "moderate_input"
-#: Without its embedding a question can be neither screened semantically nor looked up: the
-#: index cannot be used, so this is the closest existing reason (a dedicated
-#: `model_unavailable` reason is proposed in docs/RELIABILITY.md).
-EMBEDDER_DOWN = RefusalReason.INDEX_UNAVAILABLE
+#: Without its embedding a question can be neither screened semantically nor looked up.
+EMBEDDER_DOWN = RefusalReason.MODEL_UNAVAILABLE
 
 log = logging.getLogger("guardrag.nodes")
 

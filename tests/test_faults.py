@@ -33,6 +33,7 @@ from guardrag.store import VectorStore
 from guardrag.store.edge import POINTER, SHARDS, EdgeStore
 from nodes.moderate_input import EMBEDDER_DOWN
 from tests.conftest import KB, REPO, SAMPLE_FAQ
+from tests.fakes import ScriptedChatModel
 from tests.openai_stub import FAULTS, Fault, OpenAIStub
 
 QUESTION = "is it free to top up my wallet?"  # needs generation: no FAQ entry says it verbatim
@@ -183,6 +184,27 @@ def test_embedder_failing_at_call_time_is_a_typed_refusal_then_recovers(
 
     flaky.broken = False
     assert bot.ask(FAQ_QUESTION).route == "exact_match"
+
+
+class BreaksAfterGenerate(ScriptedChatModel):
+    """A chat model whose reply arrives just as the embedding model goes down."""
+
+    embedder: Any = None
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.embedder.broken = True
+        return super()._generate(*args, **kwargs)
+
+
+def test_embedder_failing_during_grounding_is_a_typed_refusal(
+    bot: Guardrag, embedder: OnnxEmbedder
+) -> None:
+    flaky = FlakyEmbedder(embedder)
+    chat = BreaksAfterGenerate(replies=["Top-ups by FPX are free [1]."], embedder=flaky)
+    result = bot.with_services(embedder=flaky, chat_model=chat).ask(QUESTION)
+    assert refusal_of(result) == "model_unavailable"
+    assert result.refusal is not None and result.refusal.stage == "ground"
+    assert result.trail[-2].reason == "embedder failed: RuntimeError"
 
 
 def test_embedder_failure_over_the_api_is_a_refusal_and_not_ready(
