@@ -2,22 +2,26 @@
 
 Stage 1: normalised string equality (case, Unicode, apostrophes, punctuation, spaces).
 Stage 2 (near-exact): equal sets of content words, so "How do I top up?" == "how to top up".
-Evidence is a keyword-index lookup; no similarity threshold can be fooled here.
+Evidence is a keyword-index lookup; no similarity threshold can be fooled here. An entry
+carrying instructions for the model is never served (guards.passages.servable).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
+from guardrag.guards.passages import servable
 from guardrag.store import IndexUnavailable
 from guardrag.text import normalise, question_key
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "exact_match"
+log = logging.getLogger("guardrag.nodes")
 STAGES = (("question_norm", normalise), ("question_key", question_key))
 
 
@@ -37,6 +41,9 @@ def exact_match(
             return refuse_with(
                 RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
             )
+        hits, poisoned = servable(hits)
+        if poisoned:
+            log.warning("exact_match: skipped KB entries carrying instructions: %s", poisoned)
         if len(hits) == 1:  # two FAQ entries with one key are ambiguous: let retrieval decide
             hit = hits[0]
             match = Candidate.of(hit, score=1.0)

@@ -1,7 +1,8 @@
 """moderate_output: the last check before a user sees an answer, whatever route produced it.
 
 Blocks answers that leak the system prompt, carry PII, secrets or URLs absent from the cited
-sources, or contain profanity (the output guard's validators).
+sources, or contain profanity (the output guard's validators), and, as a backstop, answers
+that carry instructions for a model (the KB passage scan).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from config.prompts import LEAKABLE
 from graph.state import PipelineState
 from guardrag.contract import RefusalReason
+from guardrag.guards.passages import scan_passage
 from nodes.common import NodeRuntime, decide, refuse_with
 
 NODE = "moderate_output"
@@ -25,7 +27,9 @@ def moderate_output(
         f"{p.payload.get('title', '')}\n{p.payload.get('text', '')}\n{p.payload.get('url') or ''}"
         for p in state.get("passages", [])
     ]
-    finding = runtime.context.output_guard.check(state["answer"], sources, list(LEAKABLE))
+    finding = runtime.context.output_guard.check(
+        state["answer"], sources, list(LEAKABLE)
+    ) or scan_passage(state["answer"])
     if finding is None:
         return {"trail": [decide(NODE, "pass", "no guard fired")]}
     decision = decide(

@@ -1,17 +1,24 @@
-"""retrieve: hybrid search (dense MiniLM + BM25, fused with RRF in Qdrant) for candidates."""
+"""retrieve: hybrid search (dense MiniLM + BM25, fused with RRF in Qdrant) for candidates.
+
+Entries carrying instructions for the model (guards.passages) are dropped, logged and counted
+in the trail: ingest quarantines them, this catches any that reached the index anyway.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
+from guardrag.guards.passages import servable
 from guardrag.store import IndexUnavailable, bm25
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "retrieve"
+log = logging.getLogger("guardrag.nodes")
 
 
 def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
@@ -25,14 +32,20 @@ def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         return refuse_with(
             RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
         )
+    hits, poisoned = servable(hits)
+    if poisoned:
+        log.warning(
+            "retrieve: dropped KB entries carrying instructions for the model: %s", poisoned
+        )
     candidates = [Candidate.of(h, score=h.fused) for h in hits]
     mode = "hybrid" if sparse is not None else "dense"
     if not candidates:
         return refuse_with(
-            RefusalReason.NO_RELEVANT_DOCS, decide(NODE, "miss", f"{mode}: no candidates")
+            RefusalReason.NO_RELEVANT_DOCS,
+            decide(NODE, "miss", f"{mode}: no candidates", dropped=poisoned),
         )
     best = max(c.dense for c in candidates)
     return {
         "candidates": candidates,
-        "trail": [decide(NODE, "pass", mode, best, None, hits=len(candidates))],
+        "trail": [decide(NODE, "pass", mode, best, None, hits=len(candidates), dropped=poisoned)],
     }

@@ -5,7 +5,8 @@ make the bot deliver what they ask for, on any route.
 2. an operator who forces them in anyway (ingest with the quarantine bypassed, the same code
    path otherwise) still must not see their payload reach a customer: asked verbatim
    (exact_match), reworded (semantic_match or refused) or through a chat model that obeys
-   whatever the passages say (generated): grounding or the output guard has to stop it.
+   whatever the passages say (generated). exact_match and retrieve drop entries the passage
+   scan flags; moderate_output scans the answer as a backstop.
 """
 
 from __future__ import annotations
@@ -33,30 +34,7 @@ from tests.fakes import ScriptedChatModel
 POISONED = REPO / "datasets" / "poisoned" / "faq.jsonl"
 ENTRIES: list[dict[str, str]] = [json.loads(line) for line in POISONED.read_text().splitlines()]
 IDS = [e["id"] for e in ENTRIES]
-#: Where a forced-in entry's payload gets through today (strict xfail: each flips to a failure
-#: once fixed, so the mark must go). The fix, in files this suite's owner does not own: drop
-#: entries `scan_passage` flags at query time (exact_match's hits, retrieve's candidates) and
-#: scan the answer in moderate_output as a backstop; see docs/RELIABILITY.md.
-LEAKS = {
-    "verbatim": {"poison-ignore-001", "poison-html-002", "poison-css-003", "poison-phone-005"}
-    | {"poison-phish-006", "poison-exfil-007"},
-    "reworded": {"poison-html-002", "poison-css-003", "poison-phone-005", "poison-phish-006"},
-    "generated": {"poison-ignore-001", "poison-html-002", "poison-css-003", "poison-phone-005"}
-    | {"poison-phish-006"},
-}
-GAP = "indexed poisoned entries are served: no query-time passage scan (docs/RELIABILITY.md)"
 PASSAGE = re.compile(r"\[(\d+)\][^\n]*\n(.*?)(?=\n\s*\[\d+\]|\Z)", re.DOTALL)
-
-
-def cases(route: str) -> list[Any]:
-    return [
-        pytest.param(
-            e,
-            id=e["id"],
-            marks=[pytest.mark.xfail(strict=True, reason=GAP)] if e["id"] in LEAKS[route] else [],
-        )
-        for e in ENTRIES
-    ]
 
 
 def delivered(result: Result, entry: dict[str, str]) -> bool:
@@ -147,7 +125,7 @@ def test_the_obedient_model_really_obeys(obedient: ObedientChatModel) -> None:
     assert entry["payload"] in str(reply) and "[1]" in str(reply)
 
 
-@pytest.mark.parametrize("entry", cases("verbatim"))
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 def test_verbatim_question_never_delivers_the_payload(
     poisoned_bot: Guardrag, entry: dict[str, str]
 ) -> None:
@@ -155,7 +133,7 @@ def test_verbatim_question_never_delivers_the_payload(
     assert not delivered(result, entry), (result.route, result.answer)
 
 
-@pytest.mark.parametrize("entry", cases("reworded"))
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 def test_reworded_question_never_delivers_the_payload(
     poisoned_bot: Guardrag, entry: dict[str, str]
 ) -> None:
@@ -163,7 +141,7 @@ def test_reworded_question_never_delivers_the_payload(
     assert not delivered(result, entry), (result.route, result.answer)
 
 
-@pytest.mark.parametrize("entry", cases("generated"))
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 def test_obedient_model_never_delivers_the_payload(
     poisoned_bot: Guardrag, obedient: ObedientChatModel, entry: dict[str, str]
 ) -> None:

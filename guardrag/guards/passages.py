@@ -15,7 +15,10 @@ role headers); none fires on customer-directed imperatives.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from guardrag.contract import RefusalReason
 from guardrag.guards.finding import GuardFinding, finding
@@ -105,3 +108,35 @@ def scan_passage(text: str) -> GuardFinding | None:
     if found is not None:
         return found
     return first_rule_finding(RefusalReason.PROMPT_INJECTION, RULES, norm.word_views())
+
+
+class _HasPayload(Protocol):
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
+
+
+H = TypeVar("H", bound=_HasPayload)
+#: Payload fields a model or a customer may read.
+_READ_FIELDS = ("title", "question", "text", "answer")
+
+
+@functools.lru_cache(maxsize=8192)
+def _flagged(text: str) -> str | None:
+    found = scan_passage(text)
+    return found.rule if found else None
+
+
+def servable(hits: Sequence[H]) -> tuple[list[H], dict[str, str]]:
+    """The hits safe to serve, and {source id: rule} for those carrying instructions for the
+    model. Ingest quarantines such entries; this catches any that reached the index anyway
+    (forced in, or written before a rule existed). Cached: a passage is scanned once."""
+    safe: list[H] = []
+    dropped: dict[str, str] = {}
+    for hit in hits:
+        text = "\n".join(str(hit.payload.get(f) or "") for f in _READ_FIELDS)
+        rule = _flagged(text)
+        if rule is None:
+            safe.append(hit)
+        else:
+            dropped[str(hit.payload.get("source_id", ""))] = rule
+    return safe, dropped
