@@ -38,6 +38,7 @@ from guardrag.contract import Result
 from guardrag.ratelimit import RateLimiter
 from guardrag.service import Guardrag
 from guardrag.store import VectorStore
+from guardrag.threads import THREAD_PATTERN
 
 log = logging.getLogger("guardrag.api")
 
@@ -131,6 +132,12 @@ class AskRequest(BaseModel):
     question: str = Field(description="The user's question, as typed.")
     kb: str | None = Field(
         None, pattern=KB_PATTERN, description="Knowledge base name; default GUARDRAG_DEFAULT_KB."
+    )
+    thread_id: str | None = Field(
+        None,
+        pattern=THREAD_PATTERN,
+        description="Conversation id of your choice: a follow-up is understood from the earlier "
+        "turns of the same thread (each API key has its own threads).",
     )
 
 
@@ -293,6 +300,7 @@ class Caller:
 
     kbs: frozenset[str] | None = None
     keyed: bool = False  # False: no keys are configured, the API is open
+    space: str = "open"  # whose conversations: a key's threads are invisible to other keys
 
     def allows(self, kb: str) -> bool:
         return self.kbs is None or kb in self.kbs
@@ -320,7 +328,7 @@ def key_checker(scopes: KeyScopes) -> Callable[[str | None], Caller]:
         found: Caller | None = None
         for digest, kbs in table:
             if hmac.compare_digest(sent, digest) and given is not None:
-                found = Caller(kbs, keyed=True)
+                found = Caller(kbs, keyed=True, space=f"key-{digest.hex()[:12]}")
         if found is None:
             # Never echo or log the key that was sent.
             raise HTTPException(401, "missing or invalid API key")
@@ -400,10 +408,12 @@ def _api_router(bot: Guardrag, recent: RecentResults, limiter: RateLimiter) -> A
     audit = AuditReader(default_audit_url(settings)) if bot.audit is not None else None
 
     def ask(body: AskRequest, request: Request) -> Result:
-        caller_of(request).require(body.kb or settings.default_kb)
-        result = bot.ask(body.question, body.kb)
+        caller = caller_of(request)
+        caller.require(body.kb or settings.default_kb)
+        thread = f"{caller.space}.{body.thread_id}" if body.thread_id else None
+        result = bot.ask(body.question, body.kb, thread_id=thread)
         recent.add(result)
-        return result
+        return result.model_copy(update={"thread_id": body.thread_id})
 
     @router.post("/ask", response_model=Result, summary="Answer a question, or refuse it")
     def ask_json(body: AskRequest, request: Request) -> Result:

@@ -131,13 +131,22 @@ def ask(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the full result object as JSON.")
     ] = False,
+    thread: Annotated[
+        str | None,
+        typer.Option(help="Conversation id: follow-ups are understood from its earlier turns."),
+    ] = None,
 ) -> None:
     """Answer one question (or refuse it, with the reason)."""
     from guardrag.service import Guardrag
+    from guardrag.threads import ThreadError, validate_thread_id
 
+    try:
+        thread_id = None if thread is None else validate_thread_id(thread)
+    except ThreadError as exc:
+        raise _fail(str(exc)) from None
     bot = Guardrag.from_settings(source="cli")
     try:
-        result = bot.ask(question, _kb(kb))
+        result = bot.ask(question, _kb(kb), thread_id=thread_id)
     finally:
         bot.close()
     if as_json:

@@ -21,7 +21,9 @@ from guardrag.contract import Citation, Decision, Refusal, Usage
 
 #: The only classes a checkpoint may rebuild: a tampered database cannot construct anything else.
 STATE_TYPES = (Candidate, Citation, Decision, Refusal, Usage)
-_THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+#: A caller's conversation id (the API and UI prefix their own namespace to it).
+THREAD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+_THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,159}$")
 
 
 class ThreadError(ValueError):
@@ -31,7 +33,7 @@ class ThreadError(ValueError):
 def validate_thread_id(thread_id: str) -> str:
     if not _THREAD_ID.match(thread_id):
         raise ThreadError(
-            f"thread id {thread_id[:40]!r} is not valid: use 1-128 letters, digits, '_', '.', "
+            f"thread id {thread_id[:40]!r} is not valid: use 1-160 letters, digits, '_', '.', "
             "':' or '-', starting with a letter or digit"
         )
     return thread_id

@@ -400,6 +400,35 @@ def test_a_key_queries_only_its_own_kbs(two_kbs: Services, tmp_path: Path) -> No
     assert names == {KINETIC_KEY: [KB], PAYROLL_KEY: [PAYROLL], ALL_KEY: [KB, PAYROLL]}
 
 
+def test_threads_continue_per_key_and_are_invisible_to_other_keys(
+    two_kbs: Services, tmp_path: Path
+) -> None:
+    bot = Guardrag(
+        two_kbs, Settings(data_dir=tmp_path, default_kb=KB, api_keys=SCOPED, rate_limit_burst=1000)
+    )
+
+    def ask(question: str, key: str, thread: str = "chat-1") -> dict[str, Any]:
+        body = {"question": question, "thread_id": thread}
+        response = c.post("/v1/ask", json=body, headers=_as(key))
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def rewrite(result: dict[str, Any]) -> dict[str, Any]:
+        return next(d for d in result["trail"] if d["node"] == "contextualize")
+
+    with TestClient(create_app(bot, with_ui=False)) as c:
+        ask("Are there any fees for topping up?", KINETIC_KEY)
+        own = ask("what about with cash?", KINETIC_KEY)
+        assert own["thread_id"] == "chat-1"  # the caller's id, not the key-scoped one
+        assert "fees for topping up" in rewrite(own)["detail"]["standalone"]
+        other = ask("what about with cash?", ALL_KEY)  # same thread id, another key
+        assert rewrite(other)["reason"].startswith("no earlier turns")
+        bad = c.post(
+            "/v1/ask", json={"question": "x", "thread_id": "no spaces"}, headers=_as(ALL_KEY)
+        )
+        assert bad.status_code == 422
+
+
 def test_the_single_key_still_works_beside_scoped_ones(two_kbs: Services, tmp_path: Path) -> None:
     settings = Settings(
         data_dir=tmp_path,

@@ -68,6 +68,19 @@ def test_ask_plain_shows_refusal_reason(data_dir: Path) -> None:
     )
 
 
+def test_ask_thread_continues_a_conversation_across_invocations(data_dir: Path) -> None:
+    first = run(["ask", "Are there any fees for topping up?", "--thread", "c1"], data_dir)
+    assert first.returncode == 0, first.stderr
+    done = run(["ask", "what about with cash?", "--thread", "c1", "--json"], data_dir)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    [rewrite] = [d for d in result["trail"] if d["node"] == "contextualize"]
+    assert result["thread_id"] == "c1" and rewrite["reason"].startswith("follow-up rewritten")
+    assert "Are there any fees for topping up?" in rewrite["detail"]["standalone"]
+    bad = run(["ask", "hello", "--thread", "not ok"], data_dir)
+    assert bad.returncode == 2 and "thread id 'not ok' is not valid" in bad.stderr
+
+
 def test_batch_keeps_order_and_skips_bad_rows(data_dir: Path, tmp_path: Path) -> None:
     questions = tmp_path / "in.jsonl"
     questions.write_text(
