@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,16 +264,9 @@ class Evaluated:
 def run_case(
     bot: Guardrag, case: Case, kb: str, gold: frozenset[str], knobs: dict[str, Any] | None = None
 ) -> Evaluated:
-    """Run one case through the graph like `Guardrag.ask` does (same result, same latency), but
-    keep the state calibration needs, and write nothing to the audit log or metrics."""
-    from guardrag.service import to_result
-
-    request_id = str(uuid.uuid4())
-    config: Any = {"configurable": dict(knobs or {}), "run_name": "guardrag-eval"}
-    start = time.perf_counter()
-    state = bot.graph.invoke({"question": case.question, "kb": kb}, config, context=bot.services)
-    ms = (time.perf_counter() - start) * 1000
-    result = to_result(state, case.question, request_id, case.id, ms)
+    """Run one case through the pipeline like `Guardrag.ask` does, but keep the state
+    calibration needs, and write nothing to the audit log or metrics."""
+    result, state = bot.run(case.question, kb, row_id=case.id, knobs=knobs)
     ok, why = judge(case, result)
     trace = Trace(
         kb_similarity=state.get("kb_similarity"),

@@ -102,6 +102,24 @@ class Guardrag:
         into a standalone question from the thread's recent turns (kept in SQLite).
         """
         kb = validate_kb_name(kb or self.settings.default_kb)
+        result, _ = self.run(question, kb, row_id=row_id, knobs=knobs, thread_id=thread_id)
+        metrics.observe(result)
+        if self.audit:
+            self.audit.record(
+                result, kb=kb, knobs=knobs, services=self.services, thread_id=thread_id
+            )
+        return result
+
+    def run(
+        self,
+        question: str,
+        kb: str,
+        *,
+        row_id: str | None = None,
+        knobs: dict[str, Any] | None = None,
+        thread_id: str | None = None,
+    ) -> tuple[Result, dict[str, Any]]:
+        """The result and the graph's final state, recorded nowhere (evaluation uses this)."""
         request_id = str(uuid.uuid4())
         start = time.perf_counter()
         config: Any = {
@@ -117,13 +135,7 @@ class Guardrag:
             {"question": question, "kb": kb}, config, context=self.services, durability=durability
         )
         ms = (time.perf_counter() - start) * 1000
-        result = to_result(state, question, request_id, row_id, ms, thread_id=thread_id)
-        metrics.observe(result)
-        if self.audit:
-            self.audit.record(
-                result, kb=kb, knobs=knobs, services=self.services, thread_id=thread_id
-            )
-        return result
+        return to_result(state, question, request_id, row_id, ms, thread_id=thread_id), state
 
     @property
     def threads(self) -> ThreadStore:
