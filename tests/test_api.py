@@ -614,3 +614,11 @@ def test_readers_see_a_whole_snapshot_while_the_kb_is_reingested(
     assert set(summaries) <= set(versions.values()), set(summaries)
     seen = {sid.split("-")[0] for sid, _ in answers}
     assert seen == {"one", "two"} and len(answers) >= 20  # both versions were really served
+
+
+def test_serve_leaves_the_ui_out_when_keys_guard_the_api() -> None:
+    from guardrag.serve_cli import ui_enabled
+
+    open_api, keyed = Settings(), Settings(api_keys=SCOPED)
+    assert ui_enabled(open_api, None) and not ui_enabled(keyed, None)
+    assert ui_enabled(keyed, True) and not ui_enabled(open_api, False)
