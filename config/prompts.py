@@ -37,6 +37,16 @@ REWRITE_USER = """Conversation:
 
 Last message: {question}"""
 
+#: The optional grounding judge (knob `grounding_judge`): one claim against its passage.
+JUDGE_SYSTEM = """You check an assistant's claim against a source passage. Reply SUPPORTED if \
+the passage states the claim, in any words. Reply UNSUPPORTED if the passage does not say it, \
+contradicts it, or the claim adds anything the passage does not say. Reply with one word."""
+
+JUDGE_USER = """Passage:
+{passage}
+
+Claim: {claim}"""
+
 PASSAGE_BLOCK = '<passage id="{number}" source="{source_id}">\n{text}\n</passage>'
 
 PROMPT_VERSION = hashlib.sha256(
@@ -49,6 +59,8 @@ PROMPT_VERSION = hashlib.sha256(
             RETRY_USER,
             REWRITE_SYSTEM,
             REWRITE_USER,
+            JUDGE_SYSTEM,
+            JUDGE_USER,
         )
     ).encode()
 ).hexdigest()[:12]

@@ -76,6 +76,12 @@ class RunConfig:
     grounding_fallback_to_faq: bool = _knob(
         True, "When an answer is not grounded but one FAQ entry clearly fits, answer with it."
     )
+    grounding_judge: bool = _knob(
+        False,
+        "Let the chat model judge each claim against its passage instead of the similarity and "
+        "overlap thresholds (numbers, entities, negation and citations stay rule-checked). "
+        "For strong models only: a small local model judges worse than the rules.",
+    )
 
     @classmethod
     def from_runnable_config(cls, config: RunnableConfig | None = None) -> RunConfig:

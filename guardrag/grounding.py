@@ -231,6 +231,12 @@ class ClaimSupport:
     entities_ok: bool
     supported: bool
     reason: str
+    facts_only: bool = False  # a lead-in ("Ways to reload:"): only its numbers/entities count
+
+    @property
+    def hard_failure(self) -> bool:
+        """Failed on what no judge may overrule: a number, an entity, negation, a citation."""
+        return not (self.numbers_ok and self.entities_ok) or "negation differs" in self.reason
 
     @property
     def score(self) -> float:
@@ -914,6 +920,7 @@ def _judge(
         entities_ok=not entity_problem,
         supported=supported,
         reason=reason,
+        facts_only=facts_only,
     )
     return support, rank - (1.0 if number_problem or entity_problem else 0.0)
 
@@ -999,7 +1006,14 @@ def check_grounding(
         _judge_claim(text, cites, by_number, vectors, limits, facts_only, require_citations)
         for text, cites, facts_only in judged
     ]
-    factual = [c for c, (_, _, facts_only) in zip(results, judged, strict=True) if not facts_only]
+    return summarise(results, invalid, tuple(ignored))
+
+
+def summarise(
+    results: Sequence[ClaimSupport], invalid: tuple[int, ...], ignored: tuple[str, ...] = ()
+) -> GroundingReport:
+    """The report on an answer from the verdicts on its claims (and its invalid citations)."""
+    factual = [c for c in results if not c.facts_only]
     failing = next((c for c in results if not c.supported), None)
     if invalid:
         reason = f"citation {_cite_label(invalid)} refers to no given passage"
@@ -1016,5 +1030,5 @@ def check_grounding(
         claims=tuple(results),
         invalid_citations=invalid,
         reason=reason,
-        ignored=tuple(ignored),
+        ignored=ignored,
     )

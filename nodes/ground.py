@@ -5,7 +5,9 @@ best source sentence, agreement of numbers and named entities, no negation flip,
 only to passages that were actually given. Unsupported uncited remarks without figures or
 qualifiers ("This keeps your money safe.") are left out when everything else is grounded
 (guardrag.drafts.prune). An unsupported draft is replaced by the top FAQ entry verbatim when
-that entry clearly answers the question, else refused not_grounded.
+that entry clearly answers the question, else refused not_grounded. With the knob
+`grounding_judge`, the chat model judges each claim instead of the similarity thresholds
+(guardrag.grounding_judge).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
 from guardrag.drafts import prune
 from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage, check_grounding
+from guardrag.grounding_judge import judge_report
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "ground"
@@ -49,9 +52,12 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     min_similarity = run.grounding_min_similarity or DEFAULT_MIN_SIMILARITY
     draft, pruned = state["draft"], tuple[str, ...]()
     embedder = runtime.context.embedder
+    judge = runtime.context.chat_model if run.grounding_judge else None
     try:
         report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
-        if not report.supported and (edit := prune(draft, given, embedder, min_similarity)):
+        if judge is not None:
+            report = judge_report(report, given, judge, config)
+        elif not report.supported and (edit := prune(draft, given, embedder, min_similarity)):
             draft, pruned = edit  # only unsupported uncited remarks left out; the rest is grounded
             report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
     except Exception as exc:  # the embedding model failed: nothing can be verified
