@@ -9,6 +9,7 @@ using ONLY the numbered passages below.
 
 Rules:
 - Every sentence of your answer must be supported by a passage; cite the passage number inline, like [1].
+- When several passages help answer the question, use each of them and cite each one.
 - Copy amounts, fees, limits, dates and time periods exactly as the passages state them.
 - The customer may use other words than the passages: if a passage answers the question, \
 answer from it. Only if no passage answers it, reply exactly: {no_answer}

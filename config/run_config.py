@@ -74,7 +74,9 @@ class RunConfig:
         0.0, "Minimum claim-to-source cosine (0 keeps the grounding module's calibrated default)."
     )
     grounding_fallback_to_faq: bool = _knob(
-        True, "When an answer is not grounded but one FAQ entry clearly fits, answer with it."
+        True,
+        "When an answer is not grounded but one KB entry (FAQ answer or document passage) "
+        "clearly leads the ranking, answer with it verbatim.",
     )
     grounding_judge: bool = _knob(
         False,

@@ -4,8 +4,9 @@ Evidence (per claim, from guardrag.grounding): embedding similarity and lexical 
 best source sentence, agreement of numbers and named entities, no negation flip, and citations
 only to passages that were actually given. Unsupported uncited remarks without figures or
 qualifiers ("This keeps your money safe.") are left out when everything else is grounded
-(guardrag.drafts.prune). An unsupported draft is replaced by the top FAQ entry verbatim when
-that entry clearly answers the question, else refused not_grounded. With the knob
+(guardrag.drafts.prune). An unsupported draft is replaced by the top KB entry verbatim (an
+FAQ answer or a document passage) when that entry clearly leads the ranking, else refused
+not_grounded. With the knob
 `grounding_judge`, the chat model judges each claim instead of the similarity thresholds
 (guardrag.grounding_judge).
 """
@@ -96,24 +97,25 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         }
     ranked = state.get("candidates", [])
     lead = ranked[0].score - ranked[1].score if len(ranked) > 1 else 1.0
-    clear = bool(ranked) and ranked[0].is_faq and ranked[0].score >= run.faq_answer_threshold
+    clear = bool(ranked) and ranked[0].score >= run.faq_answer_threshold
     if run.grounding_fallback_to_faq and clear and lead >= run.faq_margin:
-        faq = ranked[0]
+        top = ranked[0]
+        kind = "FAQ entry" if top.is_faq else "passage"
         decision = decide(
             NODE,
             "miss",
-            f"draft not grounded ({report.reason}); answered with the top FAQ entry",
-            faq.score,
+            f"draft not grounded ({report.reason}); answered with the top {kind} verbatim",
+            top.score,
             run.faq_answer_threshold,
             claims=claims,
             lead=round(lead, 4),
         )
         return {
-            "answer": str(faq.payload.get("answer") or faq.payload.get("text")),
+            "answer": str(top.payload.get("answer") or top.payload.get("text")),
             "route": "semantic_match",
-            "passages": [faq],
-            "citations": [faq.citation()],
-            "confidence": round(faq.score, 4),
+            "passages": [top],
+            "citations": [top.citation()],
+            "confidence": round(top.score, 4),
             "trail": [decision],
         }
     decision = decide(

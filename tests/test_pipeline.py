@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from config.settings import Settings
@@ -267,3 +269,30 @@ def test_every_node_runs_in_an_opentelemetry_span(
     assert {f"guardrag.{d.node}" for d in result.trail} <= set(spans)
     attributes = spans["guardrag.exact_match"].attributes or {}
     assert attributes["guardrag.verdict"] == "hit"
+
+
+def test_ungrounded_draft_falls_back_to_a_clearly_leading_document_passage(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    from guardrag.ingest import ingest
+    from guardrag.service import build_services
+    from guardrag.store.server import ServerStore
+
+    policy = tmp_path / "policy.md"
+    policy.write_text(
+        "# Promotions\n\nFirms should avoid presenting information in a way that disguises, "
+        "diminishes or obscures important warnings.\n\n# Complaints\n\nComplaints are answered "
+        "within 15 business days of receipt.\n"
+    )
+    store = ServerStore(location=":memory:")
+    ingest(store, embedder, "policy", [policy], description="Guidelines")
+    chat = ScriptedChatModel(replies=["Hiding warnings always leads to fines of RM 1 million."])
+    bot = Guardrag(
+        build_services(settings, store=store, embedder=embedder, chat_model=chat), settings
+    )
+    result = bot.ask("Why is obscuring important warnings in promotions a problem?", "policy")
+    assert result.route == "semantic_match", result.trail
+    assert result.answer.startswith("Firms should avoid presenting information")
+    ground = next(d for d in result.trail if d.node == "ground")
+    assert ground.verdict == "miss" and "top passage verbatim" in ground.reason
+    store.close()
