@@ -261,8 +261,14 @@ class GroundingReport:
     ignored: tuple[str, ...] = ()
 
     def cited_numbers(self) -> set[int]:
-        """Passages actually cited by supported claims (what the answer may show as sources)."""
-        return {n for c in self.claims if c.supported for n in c.cited}
+        """The passages the supported claims rest on: those they cite, or for an uncited claim
+        the passage that supports it (what the answer shows as its sources)."""
+        return {
+            n
+            for c in self.claims
+            if c.supported
+            for n in (c.cited or ((c.best_passage,) if c.best_passage else ()))
+        }
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ def test_generate_retries_once_with_the_problem_named(
     assert len(chat.calls) == 2 and "cited [7]" in chat.prompt_text(1)
     assert result.usage.prompt_tokens == 200  # both calls are counted
     assert result.outcome == "answered", [(d.node, d.reason, d.detail) for d in result.trail[-3:]]
+    # Uncited, so the citation is the passage that supports it, wherever it was in the prompt.
+    assert [c.source_id for c in result.citations] == ["kw-top-up-005"]
 
 
 def test_generate_retries_at_most_once(bot: Guardrag, chat: ScriptedChatModel) -> None:
