@@ -22,17 +22,18 @@ def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel 
     None makes `generate` refuse with llm_unavailable instead of guessing; when the local
     model is missing, `local_endpoint` has logged how to install it.
     """
-    base_url = settings.llm_base_url
+    from langchain_openai import ChatOpenAI  # imported on first use: it is slow to import
+
+    base_url, chat_class = settings.llm_base_url, ChatOpenAI
     if not base_url:
+        from guardrag.llama_client import LlamaCppChatOpenAI
         from guardrag.local_llm import local_endpoint
 
-        base_url = local_endpoint(settings)
+        base_url, chat_class = local_endpoint(settings), LlamaCppChatOpenAI
         if not base_url:
             return None
-    from langchain_openai import ChatOpenAI
-
     api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    return ChatOpenAI(
+    return chat_class(
         model=model_name(settings),
         base_url=base_url,
         api_key=api_key,

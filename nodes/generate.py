@@ -19,7 +19,7 @@ from config.pricing import estimate_cost
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason, Usage
 from guardrag.drafts import check_draft
-from nodes.common import NodeRuntime, decide, refuse_with
+from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "generate"
 
@@ -59,11 +59,12 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     kb_title = info.description if info and info.description else state["kb"]
     passages = state["passages"]
     messages = build_messages(state["question"], passages, kb_title)
+    model = services.chat_model.bind(max_tokens=knobs(config).max_answer_tokens)
     usage = Usage()
     retried: tuple[str, ...] = ()
     while True:
         try:
-            reply = services.chat_model.invoke(messages, config)
+            reply = model.invoke(messages, config)
         except Exception as exc:  # any transport/API failure is the same to the user: no answer now
             decision = decide(
                 NODE, "error", f"LLM call failed: {type(exc).__name__}", error=str(exc)[:300]

@@ -60,6 +60,7 @@ def test_generated_answer_over_http(
     assert result.citations[0].source_id == top
     request = stub.requests[-1]
     assert request["model"] == "gpt-4o-mini" and request["temperature"] == 0
+    assert request["max_completion_tokens"] == 200  # RunConfig.max_answer_tokens
     assert QUESTION in request["messages"][-1]["content"]
     assert result.usage.prompt_tokens == 321 and result.usage.completion_tokens == 12
     assert result.usage.estimated_cost_usd > 0

@@ -408,6 +408,14 @@ def test_load_chat_model_talks_to_the_supervised_local_server(
     assert state is not None and str(state.port) in str(getattr(chat, "openai_api_base", ""))
 
 
+def test_the_local_client_caps_answers_the_way_llama_cpp_reads_it() -> None:
+    from guardrag.llama_client import LlamaCppChatOpenAI
+
+    client = LlamaCppChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="k")
+    payload = client._get_request_payload([("user", "hi")], max_tokens=123)
+    assert payload["max_tokens"] == 123 and "max_completion_tokens" not in payload
+
+
 def test_server_command_runs_llama_cpp_with_all_cores(tmp_path: Path) -> None:
     argv = local_llm.server_command(settings_for(tmp_path, llm_threads=3, llm_ctx=2048))(8123)
     assert argv[1:3] == ["-m", "llama_cpp.server"]
