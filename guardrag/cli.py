@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from guardrag.contract import Result
 from guardrag.embedder import EmbedderUnavailable
 from guardrag.eval_cli import eval_command
 from guardrag.ingest import IngestError
+from guardrag.jsonl import read_objects
 from guardrag.llm_cli import llm_app
 from guardrag.serve_cli import serve
 from guardrag.store import IndexUnavailable
@@ -157,19 +157,13 @@ def ask(
 
 def _read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """(line, row) pairs; a row that is not a usable object comes back as an error string."""
-    with path.open(encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, f"{path}:{number}: not valid JSON ({exc.msg})"
-                continue
-            question = row.get("question", row.get("query")) if isinstance(row, dict) else None
-            if not isinstance(question, str):
-                yield number, f"{path}:{number}: expected an object with a 'question' string"
-                continue
+    for number, row in read_objects(path):
+        question = row.get("question", row.get("query")) if isinstance(row, dict) else None
+        if isinstance(row, str):
+            yield number, row
+        elif not isinstance(question, str):
+            yield number, f"{path}:{number}: expected an object with a 'question' string"
+        else:
             yield number, {"id": row.get("id", f"line-{number}"), "question": question}
 
 

@@ -10,13 +10,13 @@ Metrics, the report and the threshold sweep live in guardrag.eval_report and gua
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guardrag.contract import Result
+from guardrag.jsonl import read_objects
 from guardrag.rerank import FusedReranker, RerankUnavailable
 from guardrag.store import SearchMode, bm25
 from guardrag.text import normalise
@@ -116,20 +116,14 @@ def resolve_gold(case: Case, titles: dict[str, str]) -> frozenset[str]:
 
 
 def _rows(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        if path.suffix == ".csv":
+    if path.suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as handle:
             yield from enumerate(csv.DictReader(handle), start=2)
-            return
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GoldenError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise GoldenError(f"{path}:{number}: expected a JSON object")
-            yield number, row
+        return
+    for number, row in read_objects(path):
+        if isinstance(row, str):
+            raise GoldenError(row)
+        yield number, row
 
 
 def load_cases(path: Path, lang: str | None = "en") -> list[Case]:
