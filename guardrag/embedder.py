@@ -1,10 +1,19 @@
-"""Sentence embeddings from all-MiniLM-L6-v2 (int8 ONNX shipped on PyPI): offline, no torch."""
+"""Sentence embeddings from all-MiniLM-L6-v2 (int8 ONNX shipped on PyPI): offline, no torch.
+
+Ingest embeds every FAQ question and answer, so throughput matters (docs/BENCHMARKS.md): each
+text is tokenised once, unpadded, and no further than the model's window; texts are grouped
+by token count and each group is padded only to its own longest, in groups small enough to
+stay in the CPU cache; and groups run as single-threaded session calls in parallel, rather
+than one call at a time spread over the cores by onnxruntime (whose spinning threads also
+steal the CPU from everything else on a shared machine). The vectors are the same either way.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -13,6 +22,10 @@ import numpy as np
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIM = 384
 MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer text is truncated
+# Padded tokens per session call: the activations of ~512 tokens fit in a core's cache; larger
+# calls ran slower per token, smaller ones pay the per-call overhead (docs/BENCHMARKS.md).
+BATCH_TOKENS = 512
+MAX_BATCH = 64
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -46,8 +59,41 @@ def default_model_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
+def head_words(text: str, limit: int = MAX_TOKENS) -> str:
+    """The first `limit` whitespace-separated words of `text` (all of it when shorter).
+
+    Every word is at least one token, so the model's window never reaches past them: tokenising
+    a 50-page answer in full would only compute tokens that truncation then throws away.
+    """
+    words = text.split(maxsplit=limit)
+    return " ".join(words[:limit]) if len(words) > limit else text
+
+
+def length_batches(
+    lengths: Sequence[int], max_tokens: int = BATCH_TOKENS, max_rows: int = MAX_BATCH
+) -> list[list[int]]:
+    """Indices grouped by token count, each group's padded size (rows x longest) within
+    `max_tokens` (a longer text gets a group of its own) and at most `max_rows` rows."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if current and (
+            (len(current) + 1) * lengths[index] > max_tokens or len(current) >= max_rows
+        ):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
 class OnnxEmbedder:
-    """MiniLM via onnxruntime: mean pooling over the attention mask, then L2 normalisation."""
+    """MiniLM via onnxruntime: mean pooling over the attention mask, then L2 normalisation.
+
+    threads: how many length groups run at once (0: the cores, at most 2); safe to share
+    between threads.
+    """
 
     dim = DIM
 
@@ -61,38 +107,59 @@ class OnnxEmbedder:
             model_path, tokenizer_path = default_model_files()
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(MAX_TOKENS)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer.no_padding()  # each batch is padded to its own longest, in _run
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
+        options.intra_op_num_threads = 1  # parallel across batches instead: see the module doc
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
             str(model_path), options, providers=["CPUExecutionProvider"]
         )
-        self._inputs = {i.name for i in self._session.get_inputs()}
-        self._lock = threading.Lock()  # the tokenizer's padding state is not thread-safe
+        self._token_types = "token_type_ids" in {i.name for i in self._session.get_inputs()}
+        workers = threads or min(2, os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(workers, "embed") if workers > 1 else None
 
-    def embed(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
+    def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        # Batches of similar length: padding every text to the batch's longest wastes most of
-        # the compute when short questions and long answers share a batch.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        rows = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            rows[chunk] = self._embed_batch([texts[i] for i in chunk])
-        return rows
+        unique = list(dict.fromkeys(texts))  # FAQs repeat answers ("Contact support ...")
+        ids = self._token_ids(unique)
+        rows = np.empty((len(unique), self.dim), dtype=np.float32)
+        batches = length_batches([len(i) for i in ids])
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        with self._lock:
-            encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        tokens = self._session.run(None, feeds)[0]  # (batch, seq, dim)
+        def run(batch: list[int]) -> np.ndarray:
+            return self._run([ids[i] for i in batch])
+
+        pool = self._pool if len(batches) > 1 else None  # one batch: no hand-off to a thread
+        for batch, vectors in zip(
+            batches, pool.map(run, batches) if pool else map(run, batches), strict=True
+        ):
+            rows[batch] = vectors
+        if len(unique) == len(texts):
+            return rows
+        where = {text: row for row, text in enumerate(unique)}
+        return rows[[where[text] for text in texts]]
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, truncated to the model's window, unpadded."""
+        heads = [head_words(text) for text in texts]
+        ids = [e.ids for e in self._tokenizer.encode_batch(heads)]
+        for row, (head, text) in enumerate(zip(heads, texts, strict=True)):
+            if len(head) < len(text) and len(ids[row]) < MAX_TOKENS:
+                ids[row] = self._tokenizer.encode(text).ids  # words that tokenise to nothing
+        return ids
+
+    def _run(self, ids: list[list[int]]) -> np.ndarray:
+        """Vectors of one batch of token ids; onnxruntime releases the GIL while it runs."""
+        lengths = np.array([len(row) for row in ids])
+        mask = (np.arange(lengths.max()) < lengths[:, None]).astype(np.int64)
+        tokens = np.zeros(mask.shape, dtype=np.int64)
+        tokens[mask.astype(bool)] = np.concatenate(ids)
+        feeds = {"input_ids": tokens, "attention_mask": mask}
+        if self._token_types:
+            feeds["token_type_ids"] = np.zeros_like(tokens)
+        hidden = self._session.run(None, feeds)[0]  # (batch, seq, dim)
         weights = mask[..., None].astype(np.float32)
-        pooled = (tokens * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)

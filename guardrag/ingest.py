@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import re
 import uuid
@@ -336,11 +337,41 @@ def point_id(kb: str, source_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{kb}\x00{source_id}"))
 
 
-def snapshot_id(points: Iterable[Point]) -> str:
+def snapshot_id(keys: Iterable[tuple[str, str]]) -> str:
+    """A digest of the (point id, content hash) pairs: equal for equal content, in any order."""
     digest = hashlib.sha256()
-    for key in sorted(f"{p.id}:{p.payload['content_hash']}" for p in points):
+    for key in sorted(f"{pid}:{content_hash}" for pid, content_hash in keys):
         digest.update(key.encode())
     return digest.hexdigest()[:12]
+
+
+def _embedded(
+    entries: list[tuple[str, Entry]],
+    reused: dict[str, Point],
+    embedder: Embedder,
+    chunk: int,
+    progress: Callable[[int], None] | None,
+) -> Iterator[Point]:
+    """Points of the (point id, entry) pairs in order, embedded `chunk` entries at a time as the
+    store takes them (memory holds one chunk of vectors, not the KB's); unchanged rows reused.
+
+    Each chunk's titles and bodies go to the embedder in one call: it groups texts of similar
+    token length, and more texts make closer groups.
+    """
+    for start in range(0, len(entries), chunk):
+        part = entries[start : start + chunk]
+        todo = [e for pid, e in part if pid not in reused]
+        vectors = embedder.embed([e.embed_text for e in todo] + [e.text for e in todo])
+        sparse = bm25.encode_documents([e.sparse_text for e in todo])
+        made = iter(zip(vectors[: len(todo)], vectors[len(todo) :], sparse, strict=True))
+        for pid, entry in part:
+            if pid in reused:
+                yield reused[pid]
+            else:
+                title, body, terms = next(made)
+                yield Point(pid, title.tolist(), terms, entry.payload(), body.tolist())
+        if progress:
+            progress(len(part))
 
 
 def ingest(
@@ -354,12 +385,13 @@ def ingest(
     fallback_url: str | None = None,
     skip_bad_rows: bool = False,
     progress: Callable[[int], None] | None = None,
-    batch_size: int = 64,
+    batch_size: int = 512,
 ) -> IngestReport:
     """Parse, embed and publish `paths` into `kb` as one new snapshot.
 
     Rows from other source files already in the KB are kept; rows of these files that are gone
-    from the source are removed. Vectors of unchanged rows are reused, not recomputed.
+    from the source are removed. Vectors of unchanged rows are reused, not recomputed. Rows are
+    embedded `batch_size` at a time while the store writes them; `progress` hears of each batch.
     """
     paths = [p.resolve() for p in paths]
     entries, skipped = load_entries(paths, columns, skip_bad_rows)
@@ -368,52 +400,40 @@ def ingest(
     previous = {p.id: p for p in store.points(kb)} if store.kb_info(kb) else {}
     ingested_files = {str(p) for p in paths}
 
-    fresh: dict[str, Point] = {}
-    to_embed: list[Entry] = []
+    keyed = [(point_id(kb, entry.source_id), entry) for entry in entries]
+    reused: dict[str, Point] = {}
     report = IngestReport(kb=kb, snapshot_id="", skipped=skipped, flagged=flagged)
-    for entry in entries:
-        pid = point_id(kb, entry.source_id)
+    for pid, entry in keyed:
         old = previous.get(pid)
         if old is not None and old.payload.get("content_hash") == entry.content_hash:
-            fresh[pid] = Point(pid, old.dense, old.sparse, entry.payload(), old.content)
+            reused[pid] = Point(pid, old.dense, old.sparse, entry.payload(), old.content)
             report.unchanged += 1
+        elif old is None:
+            report.added += 1
         else:
-            to_embed.append(entry)
-            if old is None:
-                report.added += 1
-            else:
-                report.updated += 1
-    for start in range(0, len(to_embed), batch_size):
-        batch = to_embed[start : start + batch_size]
-        dense = embedder.embed([e.embed_text for e in batch])
-        content = embedder.embed([e.text for e in batch])
-        sparse = bm25.encode_documents([e.sparse_text for e in batch])
-        for entry, title_vector, body_vector, sparse_vector in zip(
-            batch, dense, content, sparse, strict=True
-        ):
-            pid = point_id(kb, entry.source_id)
-            fresh[pid] = Point(
-                pid, title_vector.tolist(), sparse_vector, entry.payload(), body_vector.tolist()
-            )
-        if progress:
-            progress(len(batch))
-    kept = {
-        pid: point
+            report.updated += 1
+    ids = {pid for pid, _ in keyed}
+    kept = [
+        point
         for pid, point in previous.items()
-        if pid not in fresh and point.payload.get("source_file") not in ingested_files
-    }
+        if pid not in ids and point.payload.get("source_file") not in ingested_files
+    ]
     report.removed = len(previous) - len(kept) - report.unchanged - report.updated
-    points = [*kept.values(), *fresh.values()]
-    report.snapshot_id = snapshot_id(points)
-    report.total = len(points)
+    report.total = len(kept) + len(entries)
+    report.snapshot_id = snapshot_id(
+        [
+            *((p.id, p.payload["content_hash"]) for p in kept),
+            *((p, e.content_hash) for p, e in keyed),
+        ]
+    )
     old_info = store.kb_info(kb)
     store.publish(
         kb,
-        points,
+        itertools.chain(kept, _embedded(keyed, reused, embedder, batch_size, progress)),
         KBInfo(
             name=kb,
             snapshot_id=report.snapshot_id,
-            count=len(points),
+            count=report.total,
             dim=embedder.dim,
             description=description
             if description is not None

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from _bench import percentile
+
 from config.settings import Settings, load_settings
 from guardrag import local_llm
 from guardrag.embedder import OnnxEmbedder
@@ -57,11 +59,6 @@ class ModelReport:
     @property
     def quality(self) -> float:
         return self.answered_with_gold / self.answerable if self.answerable else 0.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
 
 
 def generation_cases(bot: Guardrag, cases: list[Case]) -> list[Case]:

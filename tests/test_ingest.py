@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from guardrag.embedder import OnnxEmbedder
 from guardrag.ingest import IngestError, chunk_sentences, ingest, load_entries, parse_columns
+from guardrag.store import KBInfo, Point
 from guardrag.store.server import ServerStore
 
 
@@ -188,3 +191,66 @@ def test_poisoned_entries_are_quarantined_not_indexed(
     assert store.find_by_field("kb", "source_id", "evil") == []
     [held] = store.kb_info("kb").extra["quarantined"]  # type: ignore[union-attr]
     assert held["source_id"] == "evil" and held["location"].endswith("faq.jsonl:4")
+
+
+class CountingEmbedder:
+    """The real embedder, recording how many texts each call asked for."""
+
+    def __init__(self, inner: OnnxEmbedder) -> None:
+        self.inner, self.dim = inner, inner.dim
+        self.calls: list[int] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        return self.inner.embed(texts)
+
+
+def test_unchanged_rows_are_not_embedded_again(
+    tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder
+) -> None:
+    counting = CountingEmbedder(embedder)
+    source = write_jsonl(tmp_path / "faq.jsonl", ROWS)
+    ingest(store, counting, "kb", [source])
+    assert sum(counting.calls) == 2 * len(ROWS)  # a question and an answer vector per row
+    counting.calls.clear()
+    write_jsonl(source, [ROWS[0], {**ROWS[1], "answer": "RM 3,000 a day."}, ROWS[2]])
+    ingest(store, counting, "kb", [source])
+    assert sum(counting.calls) == 2
+
+
+def test_rows_are_embedded_batch_by_batch_as_the_store_writes(
+    tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder
+) -> None:
+    rows = [
+        {"id": f"r{i}", "question": f"Question {i}?", "answer": f"Answer {i}."} for i in range(5)
+    ]
+    source = write_jsonl(tmp_path / "faq.jsonl", rows)
+    counting = CountingEmbedder(embedder)
+    embedded_before_each_point: list[int] = []
+
+    class WatchingStore(ServerStore):
+        def publish(self, kb: str, points: Iterable[Point], info: KBInfo) -> None:
+            def watched() -> Iterator[Point]:
+                for point in points:
+                    embedded_before_each_point.append(sum(counting.calls))
+                    yield point
+
+            super().publish(kb, watched(), info)
+
+    progress: list[int] = []
+    streamed = ingest(
+        WatchingStore(location=":memory:"),
+        counting,
+        "kb",
+        [source],
+        batch_size=2,
+        progress=progress.append,
+    )
+    assert counting.calls == [4, 4, 2] and progress == [2, 2, 1]
+    assert embedded_before_each_point == [4, 4, 8, 8, 10]  # memory holds one batch of vectors
+
+    whole = ingest(store, embedder, "kb", [source])
+    assert whole.snapshot_id == streamed.snapshot_id and whole.total == streamed.total == 5
+    for row in rows:
+        hit = store.find_by_field("kb", "source_id", row["id"])[0]
+        assert hit.payload["answer"] == row["answer"]
