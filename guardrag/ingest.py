@@ -12,6 +12,7 @@ import csv
 import hashlib
 import itertools
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -22,8 +23,10 @@ from typing import Any
 
 from guardrag.embedder import Embedder
 from guardrag.guards import scan_passage
-from guardrag.store import KBInfo, Point, VectorStore, bm25
+from guardrag.store import IndexDamaged, KBInfo, Point, VectorStore, bm25
 from guardrag.text import normalise, question_key
+
+log = logging.getLogger(__name__)
 
 FAQ_FIELDS = ("question", "answer", "id", "url", "category")
 DOC_SUFFIXES = {".md", ".markdown", ".txt"}
@@ -397,7 +400,7 @@ def ingest(
     entries, skipped = load_entries(paths, columns, skip_bad_rows)
     entries, entries_flagged = quarantine(entries)
     flagged = [f"{e.location} {e.source_id}: {why}" for e, why in entries_flagged]
-    previous = {p.id: p for p in store.points(kb)} if store.kb_info(kb) else {}
+    old_info, previous = _previous_snapshot(store, kb, paths)
     ingested_files = {str(p) for p in paths}
 
     keyed = [(point_id(kb, entry.source_id), entry) for entry in entries]
@@ -426,7 +429,6 @@ def ingest(
             *((p, e.content_hash) for p, e in keyed),
         ]
     )
-    old_info = store.kb_info(kb)
     store.publish(
         kb,
         itertools.chain(kept, _embedded(keyed, reused, embedder, batch_size, progress)),
@@ -446,3 +448,19 @@ def ingest(
         ),
     )
     return report
+
+
+def _previous_snapshot(
+    store: VectorStore, kb: str, paths: list[Path]
+) -> tuple[KBInfo | None, dict[str, Point]]:
+    """The KB's live snapshot (info and points), or nothing when its files are damaged: then
+    re-ingesting is the repair, and rows of files not given now are not carried over."""
+    try:
+        info = store.kb_info(kb)
+        return info, ({p.id: p for p in store.points(kb)} if info else {})
+    except IndexDamaged as exc:
+        names = ", ".join(p.name for p in paths)
+        log.warning(
+            "kb %r: previous snapshot unreadable (%s); rebuilding it from %s", kb, exc, names
+        )
+        return None, {}

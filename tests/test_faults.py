@@ -311,12 +311,6 @@ def test_missing_live_shard_is_index_unavailable(
     assert elapsed < 2.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ingest reads the previous snapshot first (guardrag/ingest.py `previous = ...`) and "
-    "fails on the missing shard, so the advice 're-run guardrag ingest' does not work; fix "
-    "proposed in docs/RELIABILITY.md",
-)
 def test_reingest_repairs_a_missing_live_shard(
     edge_bot: tuple[Guardrag, Path], embedder: OnnxEmbedder, faq_slice: Path
 ) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from guardrag.store.base import (
     Hit,
+    IndexDamaged,
     IndexUnavailable,
     KBInfo,
     Point,
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Hit",
+    "IndexDamaged",
     "IndexUnavailable",
     "KBInfo",
     "Point",

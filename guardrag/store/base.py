@@ -18,6 +18,10 @@ class IndexUnavailable(RuntimeError):
     """
 
 
+class IndexDamaged(IndexUnavailable):
+    """The KB's files are missing or unreadable (not merely locked): only a rebuild helps."""
+
+
 @dataclass(frozen=True)
 class SparseVector:
     indices: list[int]

@@ -29,7 +29,15 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from guardrag.store import _common as c
-from guardrag.store.base import Hit, IndexUnavailable, KBInfo, Point, SearchMode, SparseVector
+from guardrag.store.base import (
+    Hit,
+    IndexDamaged,
+    IndexUnavailable,
+    KBInfo,
+    Point,
+    SearchMode,
+    SparseVector,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -350,7 +358,7 @@ class EdgeStore:
             self._forget(kb)
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise IndexUnavailable(
+            raise IndexDamaged(
                 f"knowledge base {kb!r}: pointer file {pointer} is unreadable ({exc}); "
                 "re-run `guardrag ingest` for it"
             ) from exc
@@ -451,11 +459,11 @@ def _open_error(kb: str, shard_dir: Path, exc: Exception) -> IndexUnavailable:
             "needs write access to it, even to read"
         )
     if "does not exist" in detail:
-        return IndexUnavailable(
+        return IndexDamaged(
             f"knowledge base {kb!r}: its live shard {shard_dir} is missing; "
             "re-run `guardrag ingest` for it"
         )
-    return IndexUnavailable(
+    return IndexDamaged(
         f"knowledge base {kb!r}: shard {shard_dir} cannot be opened ({detail}); it may be "
         "corrupt: re-run `guardrag ingest` to rebuild it"
     )
