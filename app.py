@@ -773,6 +773,7 @@ def main() -> None:
     """Build the real services from GUARDRAG_* settings and serve the UI locally."""
     logging.basicConfig(level=logging.INFO)
     bot = Guardrag.from_settings(source="ui")
+    bot.warm_up()
     try:
         build_app(bot).launch(
             server_name=bot.settings.host,

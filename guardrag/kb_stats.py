@@ -102,7 +102,7 @@ class KBStatsCache:
             cached = self._stats.get(kb)
             if cached is None or cached.snapshot_id != snapshot_id:
                 cached = KBStats.from_texts(
-                    snapshot_id, (point_text(p.payload) for p in store.points(kb))
+                    snapshot_id, (point_text(p) for p in store.payloads(kb))
                 )
                 self._stats[kb] = cached
             return cached

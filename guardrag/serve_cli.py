@@ -52,6 +52,7 @@ def serve(
     if not with_ui and ui is None:
         log.info("API keys are configured: the UI is not mounted (--ui mounts it anyway)")
     bot = Guardrag.from_settings(settings, source="api")
+    bot.warm_up()
     try:
         uvicorn.run(
             create_app(bot, with_ui=with_ui),

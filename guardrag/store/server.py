@@ -212,6 +212,12 @@ class ServerStore:
         return c.exact_hits((str(r.id), dict(r.payload or {})) for r in records)
 
     def points(self, kb: str) -> Iterator[Point]:
+        yield from (_from_qdrant(r) for r in self._scroll(kb, with_vectors=True))
+
+    def payloads(self, kb: str) -> Iterator[dict[str, Any]]:
+        yield from (dict(r.payload or {}) for r in self._scroll(kb, with_vectors=False))
+
+    def _scroll(self, kb: str, with_vectors: bool) -> Iterator[models.Record]:
         with self._reading(kb):
             # Pin the collection behind the alias, so a publish meanwhile can't mix snapshots.
             name = self._target(self._alias(kb))
@@ -221,9 +227,9 @@ class ServerStore:
         while True:
             with self._reading(kb):
                 records, offset = self._client.scroll(
-                    name, offset=offset, limit=c.BATCH, with_payload=True, with_vectors=True
+                    name, offset=offset, limit=c.BATCH, with_payload=True, with_vectors=with_vectors
                 )
-            yield from (_from_qdrant(r) for r in records)
+            yield from records
             if offset is None:
                 return
 
