@@ -1,5 +1,5 @@
-"""The LangGraph state machine: state, services, edges and the builder."""
+"""The LangGraph state machine: state (graph/state.py), services (context.py), edges (edges.py)
+and the builder (`from graph.builder import build_graph`).
 
-from graph.builder import build_graph
-
-__all__ = ["build_graph"]
+Nothing is imported here, so a node module can import `graph.state` on its own.
+"""
