@@ -48,7 +48,7 @@ JUDGE_USER = """Passage:
 
 Claim: {claim}"""
 
-PASSAGE_BLOCK = '<passage id="{number}" source="{source_id}">\n{text}\n</passage>'
+PASSAGE_BLOCK = '<passage id="{number}">\n{text}\n</passage>'
 
 PROMPT_VERSION = hashlib.sha256(
     "\x00".join(

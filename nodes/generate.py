@@ -26,11 +26,7 @@ NODE = "generate"
 
 def format_passages(passages: list[Candidate]) -> str:
     return "\n\n".join(
-        prompts.PASSAGE_BLOCK.format(
-            number=number,
-            source_id=p.payload.get("source_id", p.id),
-            text=passage_text(p),
-        )
+        prompts.PASSAGE_BLOCK.format(number=number, text=passage_text(p))
         for number, p in enumerate(passages, start=1)
     )
 
