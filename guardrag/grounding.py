@@ -1038,3 +1038,27 @@ def summarise(
         reason=reason,
         ignored=ignored,
     )
+
+
+#: Content words an uncited claim's supporting passage lacks that another passage must supply
+#: for that passage to be cited too.
+MIN_COMPLEMENT_WORDS = 2
+
+
+def drawn_on(report: GroundingReport, passages: Sequence[Passage]) -> set[int]:
+    """The passages the answer rests on: `cited_numbers()`, plus, for an uncited claim that
+    combines passages ("clear, prominent warnings [1] help consumers understand losses [2]"),
+    every other passage supplying at least MIN_COMPLEMENT_WORDS of the claim's content words
+    that its supporting passage lacks."""
+    numbers = report.cited_numbers()
+    words_of = {p.number: content_words(p.text) for p in passages}
+    for claim in report.claims:
+        if not claim.supported or claim.cited or claim.best_passage is None:
+            continue
+        missing = content_words(claim.claim) - words_of.get(claim.best_passage, set())
+        numbers.update(
+            number
+            for number, words in words_of.items()
+            if number != claim.best_passage and len(missing & words) >= MIN_COMPLEMENT_WORDS
+        )
+    return numbers

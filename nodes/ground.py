@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
 from guardrag.drafts import prune
-from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage, check_grounding
+from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage, check_grounding, drawn_on
 from guardrag.grounding_judge import judge_report
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
@@ -81,7 +81,7 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         for c in report.claims
     ]
     if report.supported:
-        cited = sorted(report.cited_numbers()) or [1]
+        cited = sorted(drawn_on(report, given)) or [1]
         reason = report.reason or "all claims supported"
         if pruned:
             reason = f"{reason}; {len(pruned)} unsupported uncited remark(s) left out"

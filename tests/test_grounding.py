@@ -14,6 +14,7 @@ from guardrag.embedder import Embedder, EmbedderUnavailable, OnnxEmbedder
 from guardrag.grounding import (
     Passage,
     check_grounding,
+    drawn_on,
     extract_entities,
     extract_mentions,
     negation_cues,
@@ -386,3 +387,38 @@ def test_real_kb_text_meets_the_targets(embedder: Embedder) -> None:
     if not (score.GUIDELINES.is_file() or score.FAQ.is_file()):
         pytest.skip(f"shared seed data not present under {score.SEEDS}")
     _assert_targets(score.kb_cases(), embedder)
+
+
+CRYPTO = [
+    Passage(
+        1,
+        "crypto_1",
+        "Firms offering cryptoasset services should provide clear, prominent risk warnings.",
+    ),
+    Passage(
+        2,
+        "crypto_2",
+        "Risk warnings should help retail consumers understand the potential for significant loss.",
+    ),
+    Passage(3, "promos", "Financial promotions must be fair, clear and not misleading."),
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "sources"),
+    [
+        (  # one uncited claim combining two passages cites both
+            "Clear and prominent risk warnings help retail consumers understand the potential "
+            "for significant loss.",
+            {1, 2},
+        ),
+        ("Risk warnings should help retail consumers understand the potential for loss.", {2}),
+        ("Risk warnings should help retail consumers understand significant loss [2].", {2}),
+    ],
+)
+def test_an_answer_cites_every_passage_it_draws_on(
+    embedder: OnnxEmbedder, answer: str, sources: set[int]
+) -> None:
+    report = check_grounding(answer, CRYPTO, embedder)
+    assert report.supported, report.reason
+    assert drawn_on(report, CRYPTO) == sources
