@@ -17,10 +17,10 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.builder import build_graph
 from graph.state import Candidate, Turn
-from guardrag.contract import Citation, Decision, Refusal, Usage
+from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Usage
 
 #: The only classes a checkpoint may rebuild: a tampered database cannot construct anything else.
-STATE_TYPES = (Candidate, Citation, Decision, Refusal, Usage)
+STATE_TYPES = (Candidate, Citation, Decision, Refusal, RefusalReason, Usage)
 #: A caller's conversation id (the API and UI prefix their own namespace to it).
 THREAD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 _THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,159}$")

@@ -36,13 +36,16 @@ def test_follow_up_is_rewritten_by_the_model_and_answered(
     assert second.question == "and can I use a credit card for it?"  # the caller's words
 
 
-def test_each_turn_starts_clean(bot: Guardrag, chat: ScriptedChatModel) -> None:
+def test_each_turn_starts_clean(
+    bot: Guardrag, chat: ScriptedChatModel, caplog: pytest.LogCaptureFixture
+) -> None:
     answered = bot.ask("How do I top up my Kinetic Wallet?", thread_id="t2")
     refused = bot.ask("What is the capital of France?", thread_id="t2")
     assert refused.outcome == "refused" and refused.citations == []
     again = bot.ask("How do I top up my Kinetic Wallet?", thread_id="t2")
     assert again.refusal is None and again.answer == answered.answer
     assert [d.node for d in again.trail] == [d.node for d in answered.trail]  # no stale trail
+    assert "Blocked deserialization" not in caplog.text  # every state class is allow-listed
 
 
 def test_without_a_model_the_previous_question_is_prepended(bot: Guardrag) -> None:
