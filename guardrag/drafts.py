@@ -2,7 +2,7 @@
 
 Small local models sometimes talk about their sources instead of answering ("This is stated in
 passage [1]."), echo the prompt back, or cite a passage number that was never given. `tidy`
-removes sentences that only talk about the sources; `problems` names what is still wrong, so
+removes sentences that only talk about the sources; `check_draft` names what is still wrong, so
 `generate` can ask the model once more (one bounded retry) before `ground` decides. `prune`
 lets `ground` leave out unsupported uncited remarks when everything else is grounded.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from guardrag.embedder import Embedder
 from guardrag.grounding import (
     CITATION_RE,
+    GroundingReport,
     Passage,
     check_grounding,
     content_words,
@@ -38,7 +39,7 @@ _CITATION_POINTER = re.compile(
     re.IGNORECASE,
 )
 _QUALIFIER = re.compile(
-    r"^\W*(?:however|but|except|unless|only|although|though|note)\b"
+    r"^\W*(?:however|but|only|although|though|note)\b"
     r"|\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|without|except|unless)\b",
     re.IGNORECASE,
 )
@@ -100,9 +101,10 @@ def is_prunable(sentence: str) -> bool:
 
 def prune(
     draft: str, passages: Sequence[Passage], embedder: Embedder, min_similarity: float
-) -> tuple[str, tuple[str, ...]] | None:
-    """The draft without its unsupported uncited remarks, when what is left is fully grounded
-    ("It is 1.5% [1]. This keeps your money safe." -> "It is 1.5% [1]."); None otherwise."""
+) -> tuple[str, tuple[str, ...], GroundingReport] | None:
+    """The draft without its unsupported uncited remarks, the remarks, and the report on what
+    is left, when that is fully grounded ("It is 1.5% [1]. This keeps your money safe." ->
+    "It is 1.5% [1]."); None otherwise."""
 
     def unsupported(sentence: str) -> bool:
         if not is_prunable(sentence):
@@ -114,7 +116,7 @@ def prune(
     if not dropped or not kept:
         return None
     report = check_grounding(kept, passages, embedder, min_similarity=min_similarity)
-    return (kept, dropped) if report.supported else None
+    return (kept, dropped, report) if report.supported else None
 
 
 def check_draft(

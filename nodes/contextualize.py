@@ -27,7 +27,7 @@ log = logging.getLogger("guardrag.nodes")
 #: Words and openings that make a message depend on what was said before.
 _REFERS_BACK = re.compile(
     r"^\s*(?:and|also|so|but|then|what about|how about|what if|same)\b"
-    r"|\b(?:it|its|it's|that|those|these|they|them|their|same|ones?)\b",
+    r"|\b(?:it|its|it's|that|those|these|they|them|their|ones?)\b",
     re.IGNORECASE,
 )
 #: Short enough that it can only make sense with the conversation ("for cards?").
@@ -52,6 +52,8 @@ def contextualize(
     if not is_follow_up(question):
         return {"trail": [decide(NODE, "pass", "does not refer back: the question stands alone")]}
     standalone, method = _rewrite(question, history, config, runtime)
+    if standalone == question:  # already screened by moderate_input
+        return {"trail": [decide(NODE, "pass", "the model kept the question: it stands alone")]}
     screened = moderate_input({**state, "question": standalone}, config, runtime)
     rewrote = decide(
         NODE, "pass", f"follow-up rewritten ({method})", standalone=standalone, asked=question

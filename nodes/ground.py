@@ -59,8 +59,7 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         if judge is not None:
             report = judge_report(report, given, judge, config)
         elif not report.supported and (edit := prune(draft, given, embedder, min_similarity)):
-            draft, pruned = edit  # only unsupported uncited remarks left out; the rest is grounded
-            report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
+            draft, pruned, report = edit  # unsupported uncited remarks left out; rest grounded
     except Exception as exc:  # the embedding model failed: nothing can be verified
         log.error(
             "ground: embedding model failed (%s: %s); answer refused", type(exc).__name__, exc
