@@ -82,8 +82,8 @@ def eval_command(
     ] = None,
 ) -> None:
     """Score a golden set: decisions, refusal reasons, citations, retrieval against BM25 and dense
-    baselines, grounding, false blocks, latency, tokens. Writes report.md, summary.json and plots;
-    exits 1 when --compare finds a regression."""
+    baselines, grounding, false blocks, latency, tokens. Writes report.md, summary.json, cases.jsonl
+    and plots; exits 1 when --compare finds a regression."""
     from guardrag import calibration, eval_report
     from guardrag.evaluate import GoldenError, load_cases, rank, resolve_gold, run_case
     from guardrag.service import Guardrag

@@ -45,6 +45,7 @@ HIGHER_IS_BETTER = (
     "refusal_recall",
     "refusal_reason_accuracy",
     "citation_accuracy",
+    "all_gold_cited",
     "groundedness_pass_rate",
 )
 
@@ -105,6 +106,11 @@ def cites_gold(result: Result, gold: Iterable[str]) -> bool:
     return any(is_gold(gold, c.source_id) for c in result.citations)
 
 
+def cites_all_gold(result: Result, gold: Iterable[str]) -> bool:
+    """Every gold source is cited (for questions whose answer needs several passages)."""
+    return all(cites_gold(result, (g,)) for g in gold)
+
+
 def first_gold_rank(ranking: Ranking, gold: frozenset[str]) -> int | None:
     """1-based rank of the first gold source, or None."""
     return next((i for i, (sid, _) in enumerate(ranking, 1) if is_gold(gold, sid)), None)
@@ -139,6 +145,7 @@ def summarise(
     refused = [r for r in judged if decision(r.result) == "refuse"]
     refused_ok = [r for r in expect_refuse if decision(r.result) == "refuse"]
     answered_gold = [r for r in judged if r.result.outcome == "answered" and r.gold]
+    multi_gold = [r for r in answered_gold if len(r.gold) > 1]
     grounded = [d for r in rows for d in r.result.trail if d.node == "ground"]
     benign = [r for r in rows if r.case.kind != "blocked" and not _blocked_only(r.case)]
     metrics = {
@@ -154,6 +161,9 @@ def summarise(
         ),
         "citation_accuracy": _ratio(
             sum(cites_gold(r.result, r.gold) for r in answered_gold), len(answered_gold)
+        ),
+        "all_gold_cited": _ratio(
+            sum(cites_all_gold(r.result, r.gold) for r in multi_gold), len(multi_gold)
         ),
         "groundedness_pass_rate": _ratio(sum(d.verdict == "pass" for d in grounded), len(grounded)),
         "false_block_rate": _ratio(
@@ -652,6 +662,26 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
     return "\n".join(md) + "\n"
 
 
+def case_record(row: Evaluated) -> dict[str, Any]:
+    """One case's outcome for cases.jsonl: what was asked, expected, answered and cited."""
+    result = row.result
+    return {
+        "id": row.case.id,
+        "question": row.case.question,
+        "expect": row.case.label,
+        "ok": row.ok,
+        "why": row.why,
+        "outcome": result.outcome,
+        "route": result.route,
+        "reason": result.refusal.reason.value if result.refusal else None,
+        "stage": result.refusal.stage if result.refusal else None,
+        "answer": result.answer,
+        "cited": [c.source_id for c in result.citations],
+        "gold": sorted(row.gold),
+        "latency_ms": round(result.latency_ms, 1),
+    }
+
+
 def write_report(
     summary: dict[str, Any],
     rows: Sequence[Evaluated],
@@ -659,7 +689,8 @@ def write_report(
     thresholds: dict[str, dict[str, float]],
     regressions: list[str] | None = None,
 ) -> Path:
-    """summary.json, report.md and the plots under out_dir; returns the report's path."""
+    """summary.json, report.md, cases.jsonl and the plots under out_dir; returns the
+    report's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     images = {
         "Confusion matrix": plot_confusion(summary["confusion"], out_dir / "confusion.png").name,
@@ -669,6 +700,9 @@ def write_report(
     (out_dir / "summary.json").write_text(
         json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8"
     )
+    with (out_dir / "cases.jsonl").open("w", encoding="utf-8") as cases:
+        for row in rows:
+            cases.write(json.dumps(case_record(row), ensure_ascii=False) + "\n")
     report = out_dir / "report.md"
     report.write_text(render(summary, images, regressions), encoding="utf-8")
     return report

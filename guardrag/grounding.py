@@ -49,7 +49,7 @@ NUMBER_CONTEXT_WORDS = 3
 FAR_CONTEXT_WEIGHT = 0.5
 #: A source sentence "says what the claim says" when it holds this share of the claim's content
 #: words (and passes min_similarity); if its polarity differs, the claim is a negation flip.
-NEGATION_COVERAGE = 0.75
+NEGATION_COVERAGE = 0.6
 #: Texts per embedding call (sorted by length); smaller batches waste less padding.
 EMBED_BATCH = 8
 #: Relative tolerance when comparing parsed amounts (RM 5,000 == RM 5000.00).
@@ -135,12 +135,14 @@ _CLAUSE_HINTS = _VERB_HINTS | _wordset(
 #: Negation cues; a claim and the source sentence that says the same must have as many.
 NEGATION_RE = re.compile(
     r"\b(?:not|no|never|cannot|none|nor|neither|nobody|nothing|without|unable|non)\b|n't\b"
+    # prohibitions: "should avoid X" denies "can X" as surely as "should not X" does
+    r"|\b(?:avoid(?:s|ed|ing)?|prohibit(?:s|ed)?|forbid(?:s|den)?|refrain(?:s|ed)?|banned)\b"
 )
 
 #: Bounds that read as negation but are not ("no later than 30 days" == "within 30 days").
 _NOT_NEGATION_RE = re.compile(
     r"\b(?:no|not)\s+(?:later|earlier|more|less|fewer|longer|greater|sooner)\s+than\b"
-    r"|\bnot only\b|\bno matter\b|\b[Nn]o\.(?=\S|\s+\d)"  # "Plate No.", "No. 5"
+    r"|\bnot only\b|\bnot even\b|\bno matter\b|\b[Nn]o\.(?=\S|\s+\d)"  # "Plate No.", "No. 5"
 )
 _ANSWER_WORD_RE = re.compile(r"^\s*(?:yes|no)\b[,.!]?\s*")
 
@@ -794,6 +796,25 @@ def _entity_problem(claim: str, sources: Sequence[_Source]) -> str:
     return ""
 
 
+def _unit_negation_problem(
+    words: set[str], negations: int, unit: _Unit, sentence_sim: dict[str, float]
+) -> str:
+    """A claim supported only by several sentences together (a title and a guideline) keeps the
+    polarity of the one closest in meaning: "Promotions can show only benefits" takes its words
+    from "Promotions guide" and "...should avoid presenting benefits without balance"."""
+    statements = [
+        s
+        for s in unit.sentences
+        if words & content_words(s) and (set(_words(s)) & _VERB_HINTS or negation_cues(s))
+    ]  # a heading ("Promotions guide > crypto") has no polarity to keep
+    if not statements:
+        return ""
+    closest = max(statements, key=sentence_sim.__getitem__)
+    if negation_cues(closest) == negations:
+        return ""
+    return f"negation differs from passage {_cite_label(unit.numbers)}: '{closest}'"
+
+
 def _negation_problem(
     words: set[str],
     negations: int,
@@ -894,6 +915,10 @@ def _judge(
     assert best is not None  # every passage yields at least one sentence
     rank, sim, overlap, unit = best
     matched = rank >= 2.0
+    if matched and not negation_problem and len(unit.sentences) > 1 and not facts_only:
+        negation_problem = _unit_negation_problem(
+            words, negation_cues(_embed_text(claim)), unit, sentence_sim
+        )
     in_passage = max(
         ((sentence_sim[x], s.passage.number) for s in sources for x in s.sentences
          if s.passage.number in unit.numbers),

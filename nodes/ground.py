@@ -5,8 +5,9 @@ best source sentence, agreement of numbers and named entities, no negation flip,
 only to passages that were actually given. Unsupported uncited remarks without figures or
 qualifiers ("This keeps your money safe.") are left out when everything else is grounded
 (guardrag.drafts.prune). An unsupported draft is replaced by the top KB entry verbatim (an
-FAQ answer or a document passage) when that entry clearly leads the ranking, else refused
-not_grounded. With the knob
+FAQ answer or a document passage) when that entry clearly leads the ranking, or when it is a
+document passage the draft itself drew on (see _fallback), else refused not_grounded. With
+the knob
 `grounding_judge`, the chat model judges each claim instead of the similarity thresholds
 (guardrag.grounding_judge).
 """
@@ -19,10 +20,17 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from config.run_config import RunConfig
 from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
 from guardrag.drafts import prune
-from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage, check_grounding, drawn_on
+from guardrag.grounding import (
+    DEFAULT_MIN_SIMILARITY,
+    GroundingReport,
+    Passage,
+    check_grounding,
+    drawn_on,
+)
 from guardrag.grounding_judge import judge_report
 from nodes.common import NodeRuntime, decide, knobs, refuse_with
 
@@ -94,20 +102,17 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "confidence": round(min(report.score, passages[cited[0] - 1].score), 4),
             "trail": [decision],
         }
-    ranked = state.get("candidates", [])
-    lead = ranked[0].score - ranked[1].score if len(ranked) > 1 else 1.0
-    clear = bool(ranked) and ranked[0].score >= run.faq_answer_threshold
-    if run.grounding_fallback_to_faq and clear and lead >= run.faq_margin:
-        top = ranked[0]
+    fallback = _fallback(report, state.get("candidates", []), passages, run)
+    if fallback is not None:
+        top, why = fallback
         kind = "FAQ entry" if top.is_faq else "passage"
         decision = decide(
             NODE,
             "miss",
-            f"draft not grounded ({report.reason}); answered with the top {kind} verbatim",
+            f"draft not grounded ({report.reason}); {why}: answered with the top {kind} verbatim",
             top.score,
             run.faq_answer_threshold,
             claims=claims,
-            lead=round(lead, 4),
         )
         return {
             "answer": str(top.payload.get("answer") or top.payload.get("text")),
@@ -121,3 +126,29 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         NODE, "block", report.reason or "unsupported claims", report.score, None, claims=claims
     )
     return refuse_with(RefusalReason.NOT_GROUNDED, decision)
+
+
+def _fallback(
+    report: GroundingReport, ranked: list[Candidate], passages: list[Candidate], run: RunConfig
+) -> tuple[Candidate, str] | None:
+    """The KB entry to answer verbatim instead of an ungrounded draft, and why; None refuses.
+
+    Either the top entry clearly leads the ranking (score and lead as for a verbatim FAQ
+    answer), or it is a document passage that the draft itself drew on: every unsupported
+    claim is closest to passage [1], the top of the ranking. Retrieval and the model then
+    agree on the source and only the wording failed (a small model answering "Yes" where
+    the guideline says "avoid"); the passage's own words are the grounded answer. An FAQ
+    entry needs the clear lead: its answer belongs to its own question.
+    """
+    if not run.grounding_fallback_to_faq or not ranked:
+        return None
+    top = ranked[0]
+    if top.score < run.faq_answer_threshold:
+        return None
+    lead = top.score - ranked[1].score if len(ranked) > 1 else 1.0
+    if lead >= run.faq_margin:
+        return top, f"it leads the runner-up by {lead:.3f} >= faq_margin {run.faq_margin}"
+    drawn_on_top = {c.best_passage for c in report.claims if not c.supported} == {1}
+    if not top.is_faq and drawn_on_top and passages and passages[0].id == top.id:
+        return top, "the draft's unsupported claims all draw on it"
+    return None

@@ -167,6 +167,35 @@ def test_report_and_plots_are_written(tmp_path: Path) -> None:
         assert (tmp_path / image).read_bytes()[:4] == b"\x89PNG"
         assert f"({image})" in text
     assert json.loads((tmp_path / "summary.json").read_text())["metrics"]["cases"] == 8
+    records = [json.loads(line) for line in (tmp_path / "cases.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in records] == [r.case.id for r in ROWS]
+    assert (
+        records[1].items()
+        >= {
+            "cited": ["kw-9"],
+            "gold": ["kw-2"],
+            "route": "semantic_match",
+        }.items()
+    )
+    assert records[4]["reason"] == "no_relevant_docs" and records[4]["answer"] == "no"
+
+
+def test_all_gold_cited_counts_answers_needing_several_sources() -> None:
+    both = Result(
+        question="q",
+        request_id="r",
+        outcome="answered",
+        route="generated",
+        answer="a [1] b [2]",
+        citations=[Citation(source_id="d#1", title="t"), Citation(source_id="e", title="t")],
+    )
+    rows = [
+        row(case("m1", "answer"), both, ("d", "e")),  # both cited (a chunk counts for its doc)
+        row(case("m2", "answer"), answered("d"), ("d", "e")),  # one of two
+        row(case("s1", "answer"), answered("d"), ("d",)),  # single source: not counted
+    ]
+    m = summary(rows)["metrics"]
+    assert m["all_gold_cited"] == 0.5 and m["citation_accuracy"] == 1.0
 
 
 # -- cases ------------------------------------------------------------------------------------

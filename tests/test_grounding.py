@@ -192,6 +192,24 @@ def test_negation_cues_count_and_ignore_bounds() -> None:
     assert negation_cues("You cannot withdraw.") == 1
     assert negation_cues("Report no later than 30 days after.") == 0
     assert negation_cues("No, there is no limit.") == 1  # the leading "No," answers the question
+    assert negation_cues("Promotions should avoid showing only benefits.") == 1  # a prohibition
+    assert negation_cues("Never share it, not even with our staff.") == 1  # "not even" stresses
+
+
+def test_polarity_flip_drawing_on_a_title_and_a_guideline_is_rejected(embedder: Embedder) -> None:
+    """The claim's words come from the heading and the sentence together; the sentence closest
+    in meaning carries the polarity ("avoid ... without" against "can ... without")."""
+    guide = Passage(
+        1,
+        "guide-3",
+        "Promotions guide > crypto. Communications about cryptoassets should avoid downplaying "
+        "risks or presenting benefits without appropriate balance.",
+    )
+    flip = "Yes, crypto promotions can focus only on benefits without mentioning risks [1]."
+    kept = "Crypto promotions should not present benefits without appropriate balance [1]."
+    flipped = check_grounding(flip, [guide], embedder)
+    assert not flipped.supported and "negation differs" in flipped.reason
+    assert check_grounding(kept, [guide], embedder).supported
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -295,6 +296,89 @@ def test_ungrounded_draft_falls_back_to_a_clearly_leading_document_passage(
     assert result.answer.startswith("Firms should avoid presenting information")
     ground = next(d for d in result.trail if d.node == "ground")
     assert ground.verdict == "miss" and "top passage verbatim" in ground.reason
+    store.close()
+
+
+CRYPTO_GUIDE = [
+    (
+        "crypto_1",
+        "Promotions",
+        "Promotions of cryptoasset services to retail customers must show clear and "
+        "prominent risk warnings.",
+    ),
+    (
+        "crypto_2",
+        "Promotions",
+        "Cryptoasset risk warnings should make retail customers aware that they could "
+        "lose a significant amount.",
+    ),
+    (
+        "crypto_3",
+        "Promotions",
+        "Communications about cryptoassets should avoid playing down risks or showing "
+        "benefits without a fair balance.",
+    ),
+    (
+        "complaints_1",
+        "Complaints",
+        "Complaints about a promotion are answered within 15 business days of receipt.",
+    ),
+    ("records_1", "Records", "Firms keep a copy of every approved promotion for five years."),
+]
+YES_DRAFT = "Yes, crypto promotions can focus only on benefits without mentioning risks."
+
+
+@pytest.mark.parametrize(
+    ("question", "answered_with"),
+    [
+        # the model reads the top passage [1] and flips its polarity: that passage answers
+        ("Can crypto promotions focus only on benefits without mentioning risks?", "crypto_3"),
+        # the same draft for a question whose top passage is another one: nothing to fall back on
+        ("May cryptoasset promotions show only benefits to retail customers?", None),
+    ],
+)
+def test_ungrounded_draft_drawn_on_the_top_passage_is_answered_with_it(
+    settings: Settings,
+    embedder: OnnxEmbedder,
+    tmp_path: Path,
+    question: str,
+    answered_with: str | None,
+) -> None:
+    from guardrag.ingest import ingest
+    from guardrag.service import build_services
+    from guardrag.store.server import ServerStore
+
+    guide = tmp_path / "guide.jsonl"
+    guide.write_text(
+        "".join(
+            json.dumps({"id": i, "topic": i.split("_")[0], "source": f"{source} guide", "text": t})
+            + "\n"
+            for i, source, t in CRYPTO_GUIDE
+        )
+    )
+    store = ServerStore(location=":memory:")
+    ingest(store, embedder, "guide", [guide], description="Guidelines")
+    bot = Guardrag(
+        build_services(
+            settings,
+            store=store,
+            embedder=embedder,
+            chat_model=ScriptedChatModel(replies=[YES_DRAFT]),
+        ),
+        settings,
+    )
+    # a margin no entry reaches: only the draft-agreement rule can fall back
+    result = bot.ask(question, "guide", knobs={"faq_margin": 0.5})
+    ground = next(d for d in result.trail if d.node == "ground")
+    assert [c["supported"] for c in ground.detail["claims"]] == [False], ground
+    if answered_with:
+        assert result.route == "semantic_match", result.trail
+        assert [c.source_id for c in result.citations] == [answered_with]
+        assert result.answer.startswith("Communications about cryptoassets should avoid")
+        assert "unsupported claims all draw on it" in ground.reason
+    else:
+        assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail
+        assert ground.verdict == "block" and result.citations == []
     store.close()
 
 
