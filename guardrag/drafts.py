@@ -44,6 +44,17 @@ _QUALIFIER = re.compile(
     re.IGNORECASE,
 )
 _ANSWER_WORD = re.compile(r"^\W*(?:yes|no)\b", re.IGNORECASE)
+_CITES = r"(?P<cites>(?:\[\d+\][\s,]*(?:and\s+)?)+)"
+#: "According to passage [1], X." / "Passage [2] states that X.": a claim behind a pointer.
+_POINTER_LEAD = re.compile(
+    r"^\W*(?:(?:according to|as (?:stated|mentioned|noted|explained|described) in|based on)\s+"
+    rf"(?:the\s+)?(?:passages?|sources?)\s*{_CITES},?"
+    rf"|(?:the\s+)?(?:passages?|sources?)\s*{_CITES.replace('cites', 'cites2')}"
+    r"(?:states?|says?|mentions?|explains?|notes?|confirms?|indicates?)\s+(?:that\s+)?)\s*",
+    re.IGNORECASE,
+)
+#: "... warnings. [1]" at the end of a line: the citation belongs inside the sentence.
+_TRAILING_CITATIONS = re.compile(r"([.!?])((?:[ \t]*\[\d+\])+)[ \t]*$", re.MULTILINE)
 #: Pieces of our prompt's scaffolding that never belong in an answer.
 _ECHO = re.compile(r"</?passage\b|^\s*(?:passages|question)\s*:", re.IGNORECASE | re.MULTILINE)
 
@@ -83,9 +94,33 @@ def without(draft: str, drop: Callable[[str], bool]) -> tuple[str, tuple[str, ..
     return re.sub(r"[ \t]{2,}", " ", text), tuple(removed)
 
 
+def cite_inline(draft: str) -> str:
+    """Citations moved into the sentences they support: "Passage [1] states that X." and
+    "According to passage [1], X." become "X [1]."; "X. [1]" at the end of a line "X [1]."."""
+    draft = _TRAILING_CITATIONS.sub(lambda m: f" {' '.join(m[2].split())}{m[1]}", draft)
+    lines = []
+    for line in draft.splitlines():
+        for sentence in split_sentences(line):
+            if (restated := _restate(sentence)) != sentence:
+                line = line.replace(sentence, restated, 1)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _restate(sentence: str) -> str:
+    lead = _POINTER_LEAD.match(sentence)
+    claim = sentence[lead.end() :].strip() if lead else ""
+    if lead is None or not content_words(claim):
+        return sentence
+    cites = " ".join(re.findall(r"\[\d+\]", lead["cites"] or lead["cites2"]))
+    end = len(claim.rstrip(".!?"))
+    return f"{claim[0].upper()}{claim[1:end]} {cites}{claim[end:]}"
+
+
 def tidy(draft: str) -> tuple[str, tuple[str, ...]]:
-    """The draft without source-talk sentences, and the sentences removed."""
-    return without(draft, is_source_talk)
+    """The draft with its citations inline (cite_inline) and without source-talk sentences,
+    and the sentences removed."""
+    return without(cite_inline(draft), is_source_talk)
 
 
 def is_prunable(sentence: str) -> bool:

@@ -22,7 +22,11 @@ QUESTION = "How long do FPX top-ups take to show up, and is there a fee for them
         ("Fees apply [1]. This is supported by both [1] and [2].", "Fees apply [1]."),
         ("It is 1.5% [2].\nAs mentioned in the passages, see above.", "It is 1.5% [2]."),
         ("Yes [1]. Cards are accepted [1].", "Yes [1]. Cards are accepted [1]."),
-        ("According to passage [1], the fee is RM1.", "According to passage [1], the fee is RM1."),
+        ("According to passage [1], the fee is RM1.", "The fee is RM1 [1]."),
+        ("Passage [2] states that cards expire after 5 years.", "Cards expire after 5 years [2]."),
+        ("Passages [1] and [2] say fees apply", "Fees apply [1] [2]"),
+        ("Firms must warn clearly. [1]", "Firms must warn clearly [1]."),
+        ("Firms must warn. [1]\nIt is 1.5%. [2] [3]", "Firms must warn [1].\nIt is 1.5% [2] [3]."),
     ],
 )
 def test_tidy_removes_only_sentences_about_the_sources(draft: str, kept: str) -> None:
