@@ -145,7 +145,8 @@ def summarise(
     refused = [r for r in judged if decision(r.result) == "refuse"]
     refused_ok = [r for r in expect_refuse if decision(r.result) == "refuse"]
     answered_gold = [r for r in judged if r.result.outcome == "answered" and r.gold]
-    multi_gold = [r for r in answered_gold if len(r.gold) > 1]
+    # several gold ids that are all needed (GuidelineIQ's chunks), not TNGD's title alternatives
+    multi_gold = [r for r in answered_gold if len(r.case.gold_ids) > 1 and not r.case.gold_title]
     grounded = [d for r in rows for d in r.result.trail if d.node == "ground"]
     benign = [r for r in rows if r.case.kind != "blocked" and not _blocked_only(r.case)]
     metrics = {

@@ -190,9 +190,13 @@ def test_all_gold_cited_counts_answers_needing_several_sources() -> None:
         citations=[Citation(source_id="d#1", title="t"), Citation(source_id="e", title="t")],
     )
     rows = [
-        row(case("m1", "answer"), both, ("d", "e")),  # both cited (a chunk counts for its doc)
-        row(case("m2", "answer"), answered("d"), ("d", "e")),  # one of two
-        row(case("s1", "answer"), answered("d"), ("d",)),  # single source: not counted
+        row(case("m1", "answer", gold_ids=("d", "e")), both, ("d", "e")),  # a chunk counts
+        row(case("m2", "answer", gold_ids=("d", "e")), answered("d"), ("d", "e")),  # one of two
+        row(
+            case("s1", "answer", gold_ids=("d",)), answered("d"), ("d",)
+        ),  # one source: not counted
+        # a title substring matching two entries names alternatives, not two needed sources
+        row(case("t1", "answer", gold_title="fee"), answered("d"), ("d", "e")),
     ]
     m = summary(rows)["metrics"]
     assert m["all_gold_cited"] == 0.5 and m["citation_accuracy"] == 1.0
