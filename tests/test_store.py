@@ -345,6 +345,20 @@ def test_edge_shard_held_by_another_process(tmp_path: Path) -> None:
     store.close()
 
 
+def test_edge_publish_waits_for_a_briefly_held_lock(tmp_path: Path) -> None:
+    """A reader sweeping replaced shards holds the publish lock for milliseconds: an ingest that
+    starts then waits instead of failing as 'locked' (seen under concurrent HTTP load)."""
+    store = EdgeStore(tmp_path)
+    store.publish("faq", make_points(FAQ), info("s1"))
+    fd = os.open(tmp_path / "kbs" / "faq" / PUBLISH_LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    threading.Timer(0.3, os.close, args=(fd,)).start()  # the sweep ends after 0.3 s
+    store.publish("faq", make_points(FAQ), info("s2"))
+    got = store.kb_info("faq")
+    assert got is not None and got.snapshot_id == "s2"
+    store.close()
+
+
 def test_edge_concurrent_publish_is_refused(tmp_path: Path) -> None:
     store = EdgeStore(tmp_path)
     store.publish("faq", make_points(FAQ), info("s1"))

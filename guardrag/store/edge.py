@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ T = TypeVar("T")
 POINTER = "current.json"
 SHARDS = "shards"
 PUBLISH_LOCK = ".publish.lock"
+#: How long a publish waits for the lock (a sweep holds it briefly; another ingest for long).
+PUBLISH_LOCK_WAIT_S = 2.0
 _TRASH = ".trash-"
 _OPEN_ATTEMPTS = 3
 
@@ -174,7 +177,13 @@ def _try_flock(path: Path, create: bool) -> int | None:
 
 @contextmanager
 def _publish_lock(kb_dir: Path, kb: str) -> Iterator[None]:
-    fd = _try_flock(kb_dir / PUBLISH_LOCK, create=True)
+    """The KB's publish lock. A reader sweeping replaced shards holds it for milliseconds, so a
+    publish waits up to PUBLISH_LOCK_WAIT_S before it reports the KB as locked."""
+    deadline = time.monotonic() + PUBLISH_LOCK_WAIT_S
+    while (fd := _try_flock(kb_dir / PUBLISH_LOCK, create=True)) is None:
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
     if fd is None:
         raise IndexUnavailable(
             f"knowledge base {kb!r} is locked: another guardrag process is publishing or "
