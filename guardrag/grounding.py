@@ -146,6 +146,22 @@ _NOT_NEGATION_RE = re.compile(
 )
 _ANSWER_WORD_RE = re.compile(r"^\s*(?:yes|no)\b[,.!]?\s*")
 
+# --- conditions on "free" ---
+
+#: A claim or clause saying something costs nothing.
+_FREE_RE = re.compile(
+    r"\b(?:free|no (?:fees?|charges?|cost)|without (?:any )?(?:fees?|charges?)"
+    r"|at no (?:extra )?cost|costs? nothing)\b",
+    re.IGNORECASE,
+)
+#: A clause that charges: a fee word (and, checked apart, a figure).
+_FEE_RE = re.compile(r"\b(?:fees?|charges?|charged|costs?|carry|carries)\b", re.IGNORECASE)
+#: A claim that states its own exception ("free except by credit card") keeps the condition.
+_EXCEPTION_RE = re.compile(
+    r"\b(?:except|only|but|unless|apart from|other than|excluding)\b", re.IGNORECASE
+)
+_PRICE_WORDS = frozenset({"fre", "fe", "charg", "cost"})
+
 # --- entities ---
 
 _TOKEN_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-'’&][A-Za-z0-9]+)*\+?")
@@ -796,6 +812,31 @@ def _entity_problem(claim: str, sources: Sequence[_Source]) -> str:
     return ""
 
 
+def _omitted_fee_problem(claim: str, sources: Sequence[_Source]) -> str:
+    """ "Top-ups are free" where the passage makes some top-ups free and charges for others: the
+    claim drops the condition. Passes when the claim names what sets the free ones apart
+    ("FPX top-ups are free") or states the exception itself."""
+    if not _FREE_RE.search(claim) or _EXCEPTION_RE.search(claim):
+        return ""
+    words = content_words(claim) - _PRICE_WORDS
+    for src in sources:
+        clauses = [c for s in src.sentences for c in (_claim_parts(s) or [s])]
+        free = [(c, content_words(c)) for c in clauses if _FREE_RE.search(c)]
+        charged = [
+            (c, content_words(c)) for c in clauses if _FEE_RE.search(c) and re.search(r"\d", c)
+        ]
+        for free_clause, free_words in free:
+            for clause, fee_words in charged:
+                if clause == free_clause:
+                    continue  # "free for the first 5, then RM0.50" states its own condition
+                if words & free_words & fee_words and not words & (free_words - fee_words):
+                    n = src.passage.number
+                    return (
+                        f"says free, but passage [{n}] charges for some of it: '{clause.strip()}'"
+                    )
+    return ""
+
+
 def _unit_negation_problem(
     words: set[str], negations: int, unit: _Unit, sentence_sim: dict[str, float]
 ) -> str:
@@ -900,6 +941,9 @@ def _judge(
     negation_problem = "" if facts_only else _negation_problem(
         words, negation_cues(_embed_text(claim)), sources, sentence_sim, limits.min_similarity
     )  # fmt: skip
+    negation_problem = negation_problem or ("" if facts_only else _omitted_fee_problem(
+        claim, sources
+    ))  # fmt: skip
 
     best: tuple[float, float, float, _Unit] | None = None  # rank, similarity, overlap, unit
     for unit in _units(sources):

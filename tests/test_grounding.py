@@ -196,6 +196,30 @@ def test_negation_cues_count_and_ignore_bounds() -> None:
     assert negation_cues("Never share it, not even with our staff.") == 1  # "not even" stresses
 
 
+@pytest.mark.parametrize(
+    ("answer", "supported"),
+    [
+        ("Yes, it is free to top up your wallet [1].", False),  # credit card top-ups cost 1.5%
+        ("Card top-ups are free [1].", False),  # debit is free, credit is not
+        ("Top-ups by FPX or debit card are free [1].", True),
+        ("Top-ups are free except by credit card or at partner outlets [1].", True),
+    ],
+)
+def test_free_claim_must_keep_the_passages_condition(
+    embedder: Embedder, answer: str, supported: bool
+) -> None:
+    fees = Passage(
+        1,
+        "kw-top-up-002",
+        "Top-ups by FPX online banking, debit card or DuitNow transfer are free. Credit card "
+        "top-ups carry a 1.5% fee (minimum RM0.50), and cash top-ups at partner outlets cost RM1.",
+    )
+    report = check_grounding(answer, [fees], embedder)
+    assert report.supported is supported, report.reason
+    if not supported:
+        assert "charges for some of it" in report.reason
+
+
 def test_polarity_flip_drawing_on_a_title_and_a_guideline_is_rejected(embedder: Embedder) -> None:
     """The claim's words come from the heading and the sentence together; the sentence closest
     in meaning carries the polarity ("avoid ... without" against "can ... without")."""
