@@ -820,6 +820,8 @@ def _omitted_fee_problem(claim: str, sources: Sequence[_Source]) -> str:
         return ""
     words = content_words(claim) - _PRICE_WORDS
     for src in sources:
+        if not words <= frozenset().union(*src.words.values()):
+            continue  # the claim is about something this passage does not talk about
         clauses = [c for s in src.sentences for c in (_claim_parts(s) or [s])]
         free = [(c, content_words(c)) for c in clauses if _FREE_RE.search(c)]
         charged = [
@@ -941,9 +943,6 @@ def _judge(
     negation_problem = "" if facts_only else _negation_problem(
         words, negation_cues(_embed_text(claim)), sources, sentence_sim, limits.min_similarity
     )  # fmt: skip
-    negation_problem = negation_problem or ("" if facts_only else _omitted_fee_problem(
-        claim, sources
-    ))  # fmt: skip
 
     best: tuple[float, float, float, _Unit] | None = None  # rank, similarity, overlap, unit
     for unit in _units(sources):
@@ -1026,6 +1025,10 @@ def _judge_claim(
     chosen = next((j for j, _ in judged if j.supported), None)
     if chosen is None:
         chosen = max(judged, key=lambda x: x[1])[0]
+    # "free" must hold against every passage given, not only the one that supports it
+    problem = "" if facts_only else _omitted_fee_problem(text, list(by_number.values()))
+    if chosen.supported and problem:
+        chosen = replace(chosen, supported=False, reason=f"claim not supported ({problem})")
     if not cites:  # say so in the trail: uncited claims are matched against every passage
         prefix = "uncited, " if chosen.supported else "uncited; "
         chosen = replace(chosen, reason=prefix + chosen.reason)

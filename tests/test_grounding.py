@@ -211,13 +211,20 @@ def test_free_claim_must_keep_the_passages_condition(
     fees = Passage(
         1,
         "kw-top-up-002",
-        "Top-ups by FPX online banking, debit card or DuitNow transfer are free. Credit card "
-        "top-ups carry a 1.5% fee (minimum RM0.50), and cash top-ups at partner outlets cost RM1.",
+        "Fees for topping up your wallet. Top-ups by FPX online banking, debit card or DuitNow "
+        "transfer are free. "
+        "Credit card top-ups carry a 1.5% fee (minimum RM0.50), and cash top-ups at partner "
+        "outlets cost RM1.",
     )
-    report = check_grounding(answer, [fees], embedder)
+    auto = Passage(
+        2, "kw-top-up-006", "Auto Top Up reloads your wallet from a debit card; it is free."
+    )
+    report = check_grounding(answer, [fees, auto], embedder)
     assert report.supported is supported, report.reason
     if not supported:
         assert "charges for some of it" in report.reason
+    # a free thing passage [1] never mentions is not held to passage [1]'s fees
+    assert check_grounding("Auto Top Up is free [2].", [fees, auto], embedder).supported
 
 
 def test_polarity_flip_drawing_on_a_title_and_a_guideline_is_rejected(embedder: Embedder) -> None:
