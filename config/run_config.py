@@ -80,7 +80,8 @@ class RunConfig:
     grounding_fallback_to_faq: bool = _knob(
         True,
         "When an answer is not grounded but one KB entry (FAQ answer or document passage) "
-        "clearly leads the ranking, answer with it verbatim.",
+        "clearly leads the ranking, or the draft drew on the top document passage, answer with "
+        "it verbatim.",
     )
     grounding_judge: bool = _knob(
         False,
