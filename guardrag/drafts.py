@@ -44,12 +44,12 @@ _QUALIFIER = re.compile(
     re.IGNORECASE,
 )
 _ANSWER_WORD = re.compile(r"^\W*(?:yes|no)\b", re.IGNORECASE)
-_CITES = r"(?P<cites>(?:\[\d+\][\s,]*(?:and\s+)?)+)"
+_CITES = r"(?:\[\d+\][\s,]*(?:and\s+)?)+"
 #: "According to passage [1], X." / "Passage [2] states that X.": a claim behind a pointer.
 _POINTER_LEAD = re.compile(
     r"^\W*(?:(?:according to|as (?:stated|mentioned|noted|explained|described) in|based on)\s+"
     rf"(?:the\s+)?(?:passages?|sources?)\s*{_CITES},?"
-    rf"|(?:the\s+)?(?:passages?|sources?)\s*{_CITES.replace('cites', 'cites2')}"
+    rf"|(?:the\s+)?(?:passages?|sources?)\s*{_CITES}"
     r"(?:states?|says?|mentions?|explains?|notes?|confirms?|indicates?)\s+(?:that\s+)?)\s*",
     re.IGNORECASE,
 )
@@ -112,7 +112,7 @@ def _restate(sentence: str) -> str:
     claim = sentence[lead.end() :].strip() if lead else ""
     if lead is None or not content_words(claim):
         return sentence
-    cites = " ".join(re.findall(r"\[\d+\]", lead["cites"] or lead["cites2"]))
+    cites = " ".join(re.findall(r"\[\d+\]", lead[0]))
     end = len(claim.rstrip(".!?"))
     return f"{claim[0].upper()}{claim[1:end]} {cites}{claim[end:]}"
 

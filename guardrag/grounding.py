@@ -940,8 +940,9 @@ def _judge(
     sentence_sim = {x: float(claim_vec @ vectors[x]) for s in sources for x in s.sentences}
     number_problem = _number_problem(claim, sources, sentence_sim)
     entity_problem = _entity_problem(claim, sources)
+    negations = negation_cues(_embed_text(claim))
     negation_problem = "" if facts_only else _negation_problem(
-        words, negation_cues(_embed_text(claim)), sources, sentence_sim, limits.min_similarity
+        words, negations, sources, sentence_sim, limits.min_similarity
     )  # fmt: skip
 
     best: tuple[float, float, float, _Unit] | None = None  # rank, similarity, overlap, unit
@@ -959,9 +960,7 @@ def _judge(
     rank, sim, overlap, unit = best
     matched = rank >= 2.0
     if matched and not negation_problem and len(unit.sentences) > 1 and not facts_only:
-        negation_problem = _unit_negation_problem(
-            words, negation_cues(_embed_text(claim)), unit, sentence_sim
-        )
+        negation_problem = _unit_negation_problem(words, negations, unit, sentence_sim)
     in_passage = max(
         ((sentence_sim[x], s.passage.number) for s in sources for x in s.sentences
          if s.passage.number in unit.numbers),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -272,31 +274,42 @@ def test_every_node_runs_in_an_opentelemetry_span(
     assert attributes["guardrag.verdict"] == "hit"
 
 
-def test_ungrounded_draft_falls_back_to_a_clearly_leading_document_passage(
-    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
-) -> None:
+@contextmanager
+def document_bot(
+    settings: Settings, embedder: OnnxEmbedder, source: Path, kb: str, reply: str
+) -> Iterator[Guardrag]:
+    """A bot over one small document KB (qdrant-client in memory) whose model drafts `reply`."""
     from guardrag.ingest import ingest
     from guardrag.service import build_services
     from guardrag.store.server import ServerStore
 
+    store = ServerStore(location=":memory:")
+    ingest(store, embedder, kb, [source], description="Guidelines")
+    chat = ScriptedChatModel(replies=[reply])
+    try:
+        yield Guardrag(
+            build_services(settings, store=store, embedder=embedder, chat_model=chat), settings
+        )
+    finally:
+        store.close()
+
+
+def test_ungrounded_draft_falls_back_to_a_clearly_leading_document_passage(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
     policy = tmp_path / "policy.md"
     policy.write_text(
         "# Promotions\n\nFirms should avoid presenting information in a way that disguises, "
         "diminishes or obscures important warnings.\n\n# Complaints\n\nComplaints are answered "
         "within 15 business days of receipt.\n"
     )
-    store = ServerStore(location=":memory:")
-    ingest(store, embedder, "policy", [policy], description="Guidelines")
-    chat = ScriptedChatModel(replies=["Hiding warnings always leads to fines of RM 1 million."])
-    bot = Guardrag(
-        build_services(settings, store=store, embedder=embedder, chat_model=chat), settings
-    )
-    result = bot.ask("Why is obscuring important warnings in promotions a problem?", "policy")
+    draft = "Hiding warnings always leads to fines of RM 1 million."
+    with document_bot(settings, embedder, policy, "policy", draft) as bot:
+        result = bot.ask("Why is obscuring important warnings in promotions a problem?", "policy")
     assert result.route == "semantic_match", result.trail
     assert result.answer.startswith("Firms should avoid presenting information")
     ground = next(d for d in result.trail if d.node == "ground")
     assert ground.verdict == "miss" and "top passage verbatim" in ground.reason
-    store.close()
 
 
 CRYPTO_GUIDE = [
@@ -344,10 +357,6 @@ def test_ungrounded_draft_drawn_on_the_top_passage_is_answered_with_it(
     question: str,
     answered_with: str | None,
 ) -> None:
-    from guardrag.ingest import ingest
-    from guardrag.service import build_services
-    from guardrag.store.server import ServerStore
-
     guide = tmp_path / "guide.jsonl"
     guide.write_text(
         "".join(
@@ -356,19 +365,9 @@ def test_ungrounded_draft_drawn_on_the_top_passage_is_answered_with_it(
             for i, source, t in CRYPTO_GUIDE
         )
     )
-    store = ServerStore(location=":memory:")
-    ingest(store, embedder, "guide", [guide], description="Guidelines")
-    bot = Guardrag(
-        build_services(
-            settings,
-            store=store,
-            embedder=embedder,
-            chat_model=ScriptedChatModel(replies=[YES_DRAFT]),
-        ),
-        settings,
-    )
-    # a margin no entry reaches: only the draft-agreement rule can fall back
-    result = bot.ask(question, "guide", knobs={"faq_margin": 0.5})
+    with document_bot(settings, embedder, guide, "guide", YES_DRAFT) as bot:
+        # a margin no entry reaches: only the draft-agreement rule can fall back
+        result = bot.ask(question, "guide", knobs={"faq_margin": 0.5})
     ground = next(d for d in result.trail if d.node == "ground")
     assert [c["supported"] for c in ground.detail["claims"]] == [False], ground
     if answered_with:
@@ -379,7 +378,6 @@ def test_ungrounded_draft_drawn_on_the_top_passage_is_answered_with_it(
     else:
         assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail
         assert ground.verdict == "block" and result.citations == []
-    store.close()
 
 
 def test_warm_up_computes_kb_statistics_in_the_background(bot: Guardrag) -> None:
