@@ -24,7 +24,7 @@ Question: {question}"""
 
 NO_ANSWER = "NOT_IN_SOURCES"
 
-#: The one correction `generate` sends when a draft fails its hygiene check (guardrag.drafts).
+#: The one correction `generate` sends when a draft fails its hygiene check (guardrag.core.grounding.drafts).
 RETRY_USER = """Your reply {problems}. Answer the question again in your own words, citing \
 passages [1] to [{count}] inline. If no passage answers it, reply exactly: {no_answer}"""
 

@@ -13,21 +13,21 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from opentelemetry import trace
 
-from graph.context import Services
-from graph.edges import ROUTES, destinations, route_after
-from graph.state import InputState, PipelineState
-from nodes.classify import classify
-from nodes.common import NodeRuntime
-from nodes.contextualize import contextualize
-from nodes.exact_match import exact_match
-from nodes.finish import refuse, respond
-from nodes.generate import generate
-from nodes.ground import ground
-from nodes.moderate_input import moderate_input
-from nodes.moderate_output import moderate_output
-from nodes.rerank import rerank
-from nodes.retrieve import retrieve
-from nodes.start_turn import start_turn
+from guardrag.graph.context import Services
+from guardrag.graph.edges import ROUTES, destinations, route_after
+from guardrag.graph.state import InputState, PipelineState
+from guardrag.nodes.classify import classify
+from guardrag.nodes.common import NodeRuntime
+from guardrag.nodes.contextualize import contextualize
+from guardrag.nodes.exact_match import exact_match
+from guardrag.nodes.finish import refuse, respond
+from guardrag.nodes.generate import generate
+from guardrag.nodes.ground import ground
+from guardrag.nodes.moderate_input import moderate_input
+from guardrag.nodes.moderate_output import moderate_output
+from guardrag.nodes.rerank import rerank
+from guardrag.nodes.retrieve import retrieve
+from guardrag.nodes.start_turn import start_turn
 
 Node = Callable[[PipelineState, RunnableConfig, NodeRuntime], dict[str, Any]]
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel
 
-from guardrag.domain import DomainClassifier
-from guardrag.embedder import Embedder
-from guardrag.guards import InputGuard, OutputGuard
-from guardrag.kb_stats import KBStatsCache
-from guardrag.rerank import Reranker
-from guardrag.store import VectorStore
+from guardrag.core.classify import DomainClassifier
+from guardrag.core.embedder import Embedder
+from guardrag.core.guards import InputGuard, OutputGuard
+from guardrag.core.kb.stats import KBStatsCache
+from guardrag.core.rerank import Reranker
+from guardrag.core.store import VectorStore
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from graph.state import PipelineState
+from guardrag.graph.state import PipelineState
 
 NodeName = Literal[
     "moderate_input",

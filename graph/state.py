@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Annotated, Literal, TypedDict
 
 from guardrag.contract import Citation, Decision, Refusal, Route, Usage
-from guardrag.store import Hit
+from guardrag.core.store import Hit
 
 Domain = Literal["in_domain", "out_of_domain", "greeting"]
 

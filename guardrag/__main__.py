@@ -1,3 +1,3 @@
-from guardrag.cli import main
+from guardrag.faces.cli.main import main
 
 main()

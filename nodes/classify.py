@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 from langchain_core.runnables import RunnableConfig
 
-from graph.state import PipelineState
 from guardrag.contract import RefusalReason
-from guardrag.store import IndexUnavailable
-from nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.core.store import IndexUnavailable
+from guardrag.graph.state import PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "classify"
 

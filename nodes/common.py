@@ -7,9 +7,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from config.run_config import RunConfig
-from graph.context import Services
+from guardrag.config.run_config import RunConfig
 from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Verdict
+from guardrag.graph.context import Services
 
 NodeRuntime = Runtime[Services]
 

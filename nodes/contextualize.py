@@ -16,10 +16,10 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
-from config import prompts
-from graph.state import PipelineState, Turn
-from nodes.common import NodeRuntime, decide
-from nodes.moderate_input import moderate_input
+from guardrag.config import prompts
+from guardrag.graph.state import PipelineState, Turn
+from guardrag.nodes.common import NodeRuntime, decide
+from guardrag.nodes.moderate_input import moderate_input
 
 NODE = "contextualize"
 log = logging.getLogger("guardrag.nodes")

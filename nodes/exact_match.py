@@ -13,12 +13,12 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
-from guardrag.guards.passages import servable
-from guardrag.store import IndexUnavailable
-from guardrag.text import normalise, question_key
-from nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.core.guards.passages import servable
+from guardrag.core.store import IndexUnavailable
+from guardrag.core.text import normalise, question_key
+from guardrag.graph.state import Candidate, PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "exact_match"
 log = logging.getLogger("guardrag.nodes")

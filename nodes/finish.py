@@ -6,9 +6,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from config.messages import refusal_message
-from graph.state import PipelineState, Turn
-from nodes.common import NodeRuntime, decide
+from guardrag.config.messages import refusal_message
+from guardrag.graph.state import PipelineState, Turn
+from guardrag.nodes.common import NodeRuntime, decide
 
 
 def respond(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:

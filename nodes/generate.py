@@ -3,7 +3,7 @@
 Refuses llm_unavailable when no model is configured or the call fails (timeout, HTTP error,
 empty output), and no_relevant_docs when the model itself says the passages don't answer.
 A draft that echoes the prompt, leaks the instructions, cites a passage that was not given or
-only talks about the passages gets one retry with a correction (guardrag.drafts); `ground`
+only talks about the passages gets one retry with a correction (guardrag.core.grounding.drafts); `ground`
 judges whatever comes back.
 """
 
@@ -14,12 +14,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
-from config import prompts
-from config.pricing import estimate_cost
-from graph.state import Candidate, PipelineState
+from guardrag.config import prompts
+from guardrag.config.pricing import estimate_cost
 from guardrag.contract import RefusalReason, Usage
-from guardrag.drafts import check_draft
-from nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.core.grounding.drafts import check_draft
+from guardrag.graph.state import Candidate, PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "generate"
 

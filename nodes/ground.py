@@ -1,15 +1,15 @@
 """ground: refuses a drafted answer unless every claim is supported by the passages it cites.
 
-Evidence (per claim, from guardrag.grounding): embedding similarity and lexical overlap with the
+Evidence (per claim, from guardrag.core.grounding.claims): embedding similarity and lexical overlap with the
 best source sentence, agreement of numbers and named entities, no negation flip, and citations
 only to passages that were actually given. Unsupported uncited remarks without figures or
 qualifiers ("This keeps your money safe.") are left out when everything else is grounded
-(guardrag.drafts.prune). An unsupported draft is replaced by the top KB entry verbatim (an
+(guardrag.core.grounding.drafts.prune). An unsupported draft is replaced by the top KB entry verbatim (an
 FAQ answer or a document passage) when that entry clearly leads the ranking, or when it is a
 document passage the draft itself drew on (see _fallback), else refused not_grounded. With
 the knob
 `grounding_judge`, the chat model judges each claim instead of the similarity thresholds
-(guardrag.grounding_judge).
+(guardrag.core.grounding.judge).
 """
 
 from __future__ import annotations
@@ -20,19 +20,19 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from config.run_config import RunConfig
-from graph.state import Candidate, PipelineState
+from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
-from guardrag.drafts import prune
-from guardrag.grounding import (
+from guardrag.core.grounding.claims import (
     DEFAULT_MIN_SIMILARITY,
     GroundingReport,
     Passage,
     check_grounding,
     drawn_on,
 )
-from guardrag.grounding_judge import judge_report
-from nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.core.grounding.drafts import prune
+from guardrag.core.grounding.judge import judge_report
+from guardrag.graph.state import Candidate, PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "ground"
 log = logging.getLogger("guardrag.nodes")

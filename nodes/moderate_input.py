@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 from langchain_core.runnables import RunnableConfig
 
-from graph.state import PipelineState
 from guardrag.contract import RefusalReason
-from guardrag.embedder import Embedder
-from nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.core.embedder import Embedder
+from guardrag.graph.state import PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "moderate_input"
 #: Without its embedding a question can be neither screened semantically nor looked up.

@@ -11,11 +11,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from config.prompts import LEAKABLE
-from graph.state import PipelineState
+from guardrag.config.prompts import LEAKABLE
 from guardrag.contract import RefusalReason
-from guardrag.guards.passages import scan_passage
-from nodes.common import NodeRuntime, decide, refuse_with
+from guardrag.core.guards.passages import scan_passage
+from guardrag.graph.state import PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, refuse_with
 
 NODE = "moderate_output"
 

@@ -17,13 +17,18 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from config.run_config import RunConfig
-from graph.state import Candidate, PipelineState
+from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
-from guardrag.kb_stats import point_text
-from guardrag.rerank import FusedReranker, RerankUnavailable, lexical_coverage, semantic_similarity
-from guardrag.text import normalise
-from nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.core.kb.stats import point_text
+from guardrag.core.rerank import (
+    FusedReranker,
+    RerankUnavailable,
+    lexical_coverage,
+    semantic_similarity,
+)
+from guardrag.core.text import normalise
+from guardrag.graph.state import Candidate, PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "rerank"
 _FALLBACK = FusedReranker()

@@ -11,11 +11,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from graph.state import Candidate, PipelineState
 from guardrag.contract import RefusalReason
-from guardrag.guards.passages import servable
-from guardrag.store import IndexUnavailable, bm25
-from nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.core.guards.passages import servable
+from guardrag.core.store import IndexUnavailable, bm25
+from guardrag.graph.state import Candidate, PipelineState
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
 NODE = "retrieve"
 log = logging.getLogger("guardrag.nodes")

@@ -12,9 +12,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from graph.state import PipelineState
 from guardrag.contract import Usage
-from nodes.common import NodeRuntime
+from guardrag.graph.state import PipelineState
+from guardrag.nodes.common import NodeRuntime
 
 #: The value every per-turn field starts from (`trail: None` starts a fresh trail).
 FRESH_TURN: dict[str, Any] = {

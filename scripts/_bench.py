@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     import numpy as np
 
-    from guardrag.embedder import OnnxEmbedder
+    from guardrag.core.embedder import OnnxEmbedder
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"

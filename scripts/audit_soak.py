@@ -22,15 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
-from config.settings import Settings
-from guardrag.audit import AuditSink, SQLiteAuditStore
-from guardrag.audit.stats import compute_stats, render_stats
+from guardrag.config.settings import Settings
 from guardrag.contract import Result
-from guardrag.embedder import OnnxEmbedder
-from guardrag.evaluate import load_cases
-from guardrag.ingest import ingest
-from guardrag.service import Guardrag, build_services
-from guardrag.store import open_store
+from guardrag.core.audit import AuditSink, SQLiteAuditStore
+from guardrag.core.audit.stats import compute_stats, render_stats
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.store import open_store
+from guardrag.faces.eval.evaluate import load_cases
+from guardrag.faces.service import Guardrag, build_services
 
 REPO = Path(__file__).resolve().parents[1]
 KB = "kinetic"

@@ -33,13 +33,13 @@ from _bench import (
     summary,
 )
 
-from config.settings import Settings
+from guardrag.config.settings import Settings
 from guardrag.contract import Result
-from guardrag.embedder import OnnxEmbedder
-from guardrag.evaluate import load_cases
-from guardrag.ingest import ingest
-from guardrag.service import Guardrag, build_services
-from guardrag.store import open_store
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.store import open_store
+from guardrag.faces.eval.evaluate import load_cases
+from guardrag.faces.service import Guardrag, build_services
 
 GUARD_NODES = ("moderate_input", "moderate_output")
 

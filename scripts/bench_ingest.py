@@ -1,4 +1,4 @@
-"""Ingest throughput and peak memory: synthetic FAQ entries through `guardrag.ingest`.
+"""Ingest throughput and peak memory: synthetic FAQ entries through `guardrag.core.kb.ingest`.
 
     python scripts/bench_ingest.py [--sizes 1000 10000 100000] [--store edge|client] [--profile]
 
@@ -33,12 +33,12 @@ from _bench import (
     write_jsonl,
 )
 
-from guardrag.embedder import OnnxEmbedder
-from guardrag.ingest import ingest
-from guardrag.kb_stats import KBStats, point_text
-from guardrag.store import VectorStore
-from guardrag.store.edge import EdgeStore
-from guardrag.store.server import ServerStore
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.kb.stats import KBStats, point_text
+from guardrag.core.store import VectorStore
+from guardrag.core.store.edge import EdgeStore
+from guardrag.core.store.server import ServerStore
 
 KB = "bench"
 

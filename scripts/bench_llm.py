@@ -7,7 +7,7 @@ refused llm_unavailable when no LLM is set, and asks each through guardrag with 
 installed local model served by the supervised llama.cpp server. Reports p50/p95 latency of
 those answers, prompt and generation tokens/s (measured directly against the server), the
 server's peak RSS, and quality: the share of answerable cases answered citing the gold source
-(guardrag.evaluate.judge). Picks the default: the fastest model within 5 points of the best
+(guardrag.faces.eval.evaluate.judge). Picks the default: the fastest model within 5 points of the best
 quality, and says whether its p50 fits the 4 s budget.
 Run it on a quiet machine: every number is CPU-bound.
 """
@@ -28,13 +28,13 @@ from typing import Any
 
 from _bench import percentile
 
-from config.settings import Settings, load_settings
-from guardrag import local_llm
-from guardrag.embedder import OnnxEmbedder
-from guardrag.evaluate import Case, judge, load_cases
-from guardrag.ingest import ingest
-from guardrag.service import Guardrag, build_services
-from guardrag.store import VectorStore, open_store
+from guardrag.config.settings import Settings, load_settings
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.llm import local as local_llm
+from guardrag.core.store import VectorStore, open_store
+from guardrag.faces.eval.evaluate import Case, judge, load_cases
+from guardrag.faces.service import Guardrag, build_services
 
 REPO = Path(__file__).resolve().parents[1]
 KB = "kinetic"

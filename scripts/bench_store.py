@@ -2,7 +2,7 @@
 
     python scripts/bench_store.py [--sizes 10000 100000] [--queries 200] [--client-queries 30]
 
-For each size and adapter (guardrag.store.edge.EdgeStore; guardrag.store.server.ServerStore in
+For each size and adapter (guardrag.core.store.edge.EdgeStore; guardrag.core.store.server.ServerStore in
 qdrant-client's local mode, the one the tests use), in a fresh process: publish N points with
 random unit title and content vectors (384-d) and real BM25 vectors of synthetic FAQ text,
 then time `search` as the pipeline calls it (limit 8): hybrid (both vectors + BM25, RRF) and
@@ -30,11 +30,11 @@ from _bench import (
     synthetic_faq,
 )
 
-from guardrag.embedder import DIM
-from guardrag.ingest import Entry, point_id
-from guardrag.store import KBInfo, Point, VectorStore, bm25
-from guardrag.store.edge import EdgeStore
-from guardrag.store.server import ServerStore
+from guardrag.core.embedder import DIM
+from guardrag.core.kb.ingest import Entry, point_id
+from guardrag.core.store import KBInfo, Point, VectorStore, bm25
+from guardrag.core.store.edge import EdgeStore
+from guardrag.core.store.server import ServerStore
 
 KB = "bench"
 LIMIT = 8

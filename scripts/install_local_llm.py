@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from config.settings import SettingsError, load_settings
-from guardrag.local_llm import MODELS, InstallError, install
+from guardrag.config.settings import SettingsError, load_settings
+from guardrag.core.llm.local import MODELS, InstallError, install
 
 
 def main() -> int:

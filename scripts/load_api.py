@@ -36,7 +36,7 @@ from pathlib import Path
 
 import httpx
 
-from guardrag.audit.record import now_iso
+from guardrag.core.audit.record import now_iso
 
 REPO = Path(__file__).resolve().parents[1]
 FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"
@@ -215,7 +215,7 @@ class AuditCheck:
 def check_audit(db: Path, request_ids: Sequence[str], since: str = "") -> AuditCheck:
     """Compare the 200s' request ids with the audit log's rows written since `since` (an ISO
     time; other traffic to a shared server in that window shows up as extra rows)."""
-    from guardrag.audit import SQLiteAuditStore
+    from guardrag.core.audit import SQLiteAuditStore
 
     store = SQLiteAuditStore(db)
     try:

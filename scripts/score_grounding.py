@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from guardrag.embedder import Embedder, OnnxEmbedder  # noqa: E402
-from guardrag.grounding import (  # noqa: E402
+from guardrag.core.embedder import Embedder, OnnxEmbedder  # noqa: E402
+from guardrag.core.grounding.claims import (  # noqa: E402
     DEFAULT_MIN_OVERLAP,
     DEFAULT_MIN_SIMILARITY,
     Passage,

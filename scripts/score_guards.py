@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from guardrag.contract import RefusalReason  # noqa: E402
-from guardrag.guards import GuardFinding, InputGuard, OutputGuard, scan_passage  # noqa: E402
-from guardrag.guards.redteam import load_cases, run_redteam  # noqa: E402
-from guardrag.guards.semantic import (  # noqa: E402
+from guardrag.core.guards import GuardFinding, InputGuard, OutputGuard, scan_passage  # noqa: E402
+from guardrag.core.guards.redteam import load_cases, run_redteam  # noqa: E402
+from guardrag.core.guards.semantic import (  # noqa: E402
     default_embedder,
     detector_for,
     is_malay,
@@ -405,7 +405,7 @@ def latency(texts: list[str]) -> None:
 def cold_start() -> None:
     # The build includes loading MiniLM and the shipped exemplar vectors.
     code = (
-        "import time; t=time.perf_counter(); from guardrag.guards import InputGuard, OutputGuard; "
+        "import time; t=time.perf_counter(); from guardrag.core.guards import InputGuard, OutputGuard; "
         "t1=time.perf_counter(); g=InputGuard(); OutputGuard(); t2=time.perf_counter(); "
         "g.check('How do I reload my wallet?'); print(f'{t1-t:.2f} {t2-t1:.3f}')"
     )

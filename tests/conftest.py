@@ -12,15 +12,15 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from config.settings import Settings
-from guardrag.embedder import OnnxEmbedder
-from guardrag.ingest import ingest
-from guardrag.store import VectorStore
-from guardrag.store.server import ServerStore
+from guardrag.config.settings import Settings
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.store import VectorStore
+from guardrag.core.store.server import ServerStore
 from tests.fakes import ScriptedChatModel
 
 if TYPE_CHECKING:
-    from guardrag.service import Guardrag
+    from guardrag.faces.service import Guardrag
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"
@@ -64,7 +64,7 @@ def bot(
     settings: Settings, sample_store: VectorStore, embedder: OnnxEmbedder, chat: ScriptedChatModel
 ) -> Guardrag:
     """The real pipeline over the sample KB, with a scripted chat model."""
-    from guardrag.service import Guardrag, build_services
+    from guardrag.faces.service import Guardrag, build_services
 
     return Guardrag(
         build_services(settings, store=sample_store, embedder=embedder, chat_model=chat), settings

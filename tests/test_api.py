@@ -23,14 +23,14 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import SecretStr
 from schemathesis import GenerationMode
 
-from config.settings import Settings
-from graph.context import Services
-from guardrag.api import RecentResults, answer_chunks, create_app
+from guardrag.config.settings import Settings
 from guardrag.contract import Result
-from guardrag.embedder import OnnxEmbedder
-from guardrag.ratelimit import RateLimiter
-from guardrag.service import Guardrag, build_services
-from guardrag.store import VectorStore
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.store import VectorStore
+from guardrag.faces.api import RecentResults, answer_chunks, create_app
+from guardrag.faces.ratelimit import RateLimiter
+from guardrag.faces.service import Guardrag, build_services
+from guardrag.graph.context import Services
 from tests.conftest import KB
 from tests.fakes import ScriptedChatModel
 
@@ -289,7 +289,6 @@ def test_openapi_fuzz_finds_no_server_error(
 def test_serve_builds_one_guardrag_and_closes_it(
     services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from guardrag import serve_cli
 
     closed, runs = [], []
 
@@ -302,6 +301,8 @@ def test_serve_builds_one_guardrag_and_closes_it(
         Guardrag, "from_settings", classmethod(lambda cls, settings, **options: bot)
     )
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: runs.append((app, kw)))
+    from guardrag.faces.cli import serve as serve_cli
+
     serve_cli.serve(host="127.0.0.1", port=8123)
     [(app, options)] = runs
     assert isinstance(app, FastAPI) and options["host"] == "127.0.0.1" and options["port"] == 8123
@@ -337,8 +338,8 @@ SCOPED = f"{KINETIC_KEY}={KB}; {PAYROLL_KEY}={PAYROLL};{ALL_KEY}=*"
 def two_kbs(embedder: OnnxEmbedder, tmp_path_factory: pytest.TempPathFactory) -> Services:
     """Two knowledge bases in one real (in-process) Qdrant: a slice of the sample KB and a
     three-entry payroll FAQ."""
-    from guardrag.ingest import ingest
-    from guardrag.store.server import ServerStore
+    from guardrag.core.kb.ingest import ingest
+    from guardrag.core.store.server import ServerStore
     from tests.conftest import SAMPLE_FAQ
 
     folder = tmp_path_factory.mktemp("kbs")
@@ -446,7 +447,7 @@ def test_the_single_key_still_works_beside_scoped_ones(two_kbs: Services, tmp_pa
 
 
 def test_a_key_reads_only_its_own_audit(two_kbs: Services, tmp_path: Path) -> None:
-    from guardrag.audit import AuditSink
+    from guardrag.core.audit import AuditSink
 
     settings = Settings(data_dir=tmp_path, default_kb=KB, api_keys=SCOPED, rate_limit_burst=1000)
     sink = AuditSink.from_settings(settings, source="api")
@@ -504,7 +505,7 @@ def test_keys_are_never_logged_or_echoed(
 
 def test_every_key_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """A match does not stop the loop: each request costs one digest comparison per key."""
-    import guardrag.api as api
+    import guardrag.faces.api as api
 
     calls: list[int] = []
     real = api.hmac.compare_digest
@@ -532,7 +533,7 @@ def test_every_key_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch)
     ],
 )
 def test_bad_scoped_keys_stop_start_up_without_echoing_them(spec: str, message: str) -> None:
-    from config.settings import SettingsError, load_settings
+    from guardrag.config.settings import SettingsError, load_settings
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GUARDRAG_API_KEYS", spec)
@@ -551,8 +552,8 @@ def test_readers_see_a_whole_snapshot_while_the_kb_is_reingested(
     """Clients ask over real HTTP while the KB is re-published back and forth between two
     versions (embedded Qdrant Edge). Each version has its own ids, answers and size, so an
     answer, its citation and the /v1/kbs summary must all belong to one version."""
-    from guardrag.ingest import ingest
-    from guardrag.store.edge import EdgeStore
+    from guardrag.core.kb.ingest import ingest
+    from guardrag.core.store.edge import EdgeStore
     from tests.conftest import SAMPLE_FAQ
 
     rows = [json.loads(line) for line in SAMPLE_FAQ.read_text().splitlines()[:7]]
@@ -617,7 +618,7 @@ def test_readers_see_a_whole_snapshot_while_the_kb_is_reingested(
 
 
 def test_serve_leaves_the_ui_out_when_keys_guard_the_api() -> None:
-    from guardrag.serve_cli import ui_enabled
+    from guardrag.faces.cli.serve import ui_enabled
 
     open_api, keyed = Settings(), Settings(api_keys=SCOPED)
     assert ui_enabled(open_api, None) and not ui_enabled(keyed, None)

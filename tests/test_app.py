@@ -14,7 +14,14 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app import (
+from guardrag.config.settings import Settings
+from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result
+from guardrag.core.audit import AuditSink, SQLiteAuditStore
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.store.server import ServerStore
+from guardrag.faces.api import RecentResults
+from guardrag.faces.service import Guardrag
+from guardrag.faces.ui import (
     CSS,
     DENIED,
     THINKING,
@@ -36,14 +43,7 @@ from app import (
     session_thread,
     trail_rows,
 )
-from config.settings import Settings
-from graph.context import Services
-from guardrag.api import RecentResults
-from guardrag.audit import AuditSink, SQLiteAuditStore
-from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result
-from guardrag.ingest import ingest
-from guardrag.service import Guardrag
-from guardrag.store.server import ServerStore
+from guardrag.graph.context import Services
 from tests.conftest import KB
 from tests.test_api import ATTACK, TOP_UP, free_port, make_bot, services  # noqa: F401
 

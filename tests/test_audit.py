@@ -20,22 +20,22 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from config.settings import Settings
-from guardrag.audit import (
+from guardrag.config.settings import Settings
+from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result, Usage
+from guardrag.core.audit import (
     AuditSchemaError,
     AuditSink,
     SQLiteAuditStore,
     build_record,
     configure_json_logging,
 )
-from guardrag.audit.cli import audit_app
-from guardrag.audit.migrations import MIGRATIONS, Migration, pending
-from guardrag.audit.replay import replay
-from guardrag.audit.spool import Spool
-from guardrag.audit.stats import compute_stats
-from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result, Usage
-from guardrag.embedder import OnnxEmbedder
-from guardrag.ingest import ingest
+from guardrag.core.audit.migrations import MIGRATIONS, Migration, pending
+from guardrag.core.audit.spool import Spool
+from guardrag.core.audit.stats import compute_stats
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.ingest import ingest
+from guardrag.faces.cli.audit import audit_app
+from guardrag.faces.replay import replay
 from tests.conftest import KB, REPO, SAMPLE_FAQ
 from tests.fakes import ScriptedChatModel
 
@@ -282,8 +282,8 @@ def test_thousand_records_from_eight_threads(
 _CHILD = textwrap.dedent(
     """
     import sys, threading
-    from guardrag.audit.record import AuditRecord
-    from guardrag.audit.store import SQLiteAuditStore
+    from guardrag.core.audit.record import AuditRecord
+    from guardrag.core.audit.store import SQLiteAuditStore
 
     store = SQLiteAuditStore(sys.argv[1])
     template = AuditRecord.model_validate_json(sys.argv[2])
@@ -433,7 +433,7 @@ def test_orphan_spool_of_a_dead_process_is_adopted(
 def test_record_never_raises(
     sink_factory: Callable[..., AuditSink], db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import guardrag.audit.sink as sink_module
+    import guardrag.core.audit.sink as sink_module
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("bug")
@@ -490,8 +490,8 @@ def test_cli_tail_show_stats_export(tmp_path: Path) -> None:
 def test_replay_reports_the_edit_of_the_cited_entry(
     tmp_path: Path, embedder: OnnxEmbedder, sink_factory: Callable[..., AuditSink], db: Path
 ) -> None:
-    from guardrag.service import Guardrag, build_services
-    from guardrag.store import open_store
+    from guardrag.core.store import open_store
+    from guardrag.faces.service import Guardrag, build_services
 
     faq = tmp_path / "faq.jsonl"  # a slice of the sample KB: embedding all of it takes long
     faq.write_text("".join(SAMPLE_FAQ.read_text().splitlines(keepends=True)[:24]))
@@ -545,7 +545,7 @@ def test_settings_accept_audit_urls() -> None:
     not os.environ.get("GUARDRAG_TEST_POSTGRES_URL"), reason="GUARDRAG_TEST_POSTGRES_URL not set"
 )
 def test_postgres_store_round_trip() -> None:
-    from guardrag.audit import PostgresAuditStore
+    from guardrag.core.audit import PostgresAuditStore
 
     store = PostgresAuditStore(os.environ["GUARDRAG_TEST_POSTGRES_URL"])
     assert store.migrate() == []

@@ -16,9 +16,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from pydantic import SecretStr
 
-from graph.context import Services
-from guardrag.api import create_app
-from guardrag.store.server import ServerStore
+from guardrag.core.store.server import ServerStore
+from guardrag.faces.api import create_app
+from guardrag.graph.context import Services
 from tests.test_api import ATTACK, TOP_UP, make_bot, services, serving  # noqa: F401
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -137,7 +137,7 @@ def test_bad_setting_is_reported_by_name(tmp_path: Path) -> None:
 
 
 def test_locked_kb_is_reported_clearly(data_dir: Path) -> None:
-    from guardrag.store.edge import EdgeStore
+    from guardrag.core.store.edge import EdgeStore
 
     holder = EdgeStore(data_dir)
     holder.search("kinetic", [0.0] * 384, None, limit=1)  # opens and holds the shard

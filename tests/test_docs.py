@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config.settings import describe_settings
+from guardrag.config.settings import describe_settings
 from guardrag.contract import RefusalReason
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()

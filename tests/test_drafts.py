@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from config import prompts
-from guardrag.drafts import check_draft, prune, tidy
-from guardrag.embedder import OnnxEmbedder
-from guardrag.grounding import DEFAULT_MIN_SIMILARITY, Passage
-from guardrag.service import Guardrag
+from guardrag.config import prompts
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.grounding.claims import DEFAULT_MIN_SIMILARITY, Passage
+from guardrag.core.grounding.drafts import check_draft, prune, tidy
+from guardrag.faces.service import Guardrag
 from tests.fakes import ScriptedChatModel
 
 #: Reaches generation on the sample KB (no FAQ entry answers it verbatim).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from guardrag.embedder import MAX_TOKENS, OnnxEmbedder, head_words, length_batches
+from guardrag.core.embedder import MAX_TOKENS, OnnxEmbedder, head_words, length_batches
 
 TEXTS = [
     "How do I top up?",

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from config.run_config import RunConfig
-from guardrag import calibration, eval_report
+from guardrag.config.run_config import RunConfig
 from guardrag.contract import REASON_KIND, Citation, Decision, Refusal, RefusalReason, Result
-from guardrag.evaluate import (
+from guardrag.faces.eval import calibration
+from guardrag.faces.eval import report as eval_report
+from guardrag.faces.eval.evaluate import (
     Case,
     Evaluated,
     GoldenError,
@@ -23,7 +24,7 @@ from guardrag.evaluate import (
     resolve_gold,
     run_case,
 )
-from guardrag.service import Guardrag
+from guardrag.faces.service import Guardrag
 from tests.conftest import KB, REPO, SAMPLE_FAQ, shared
 
 GOLDEN = REPO / "datasets" / "ewallet" / "golden.jsonl"
@@ -322,7 +323,7 @@ def test_replay_at_the_current_knobs_matches_the_pipeline(bot: Guardrag) -> None
 
 @pytest.mark.slow
 def test_guardrag_eval_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from guardrag.cli import app
+    from guardrag.faces.cli.main import app
 
     for key in [k for k in os.environ if k.startswith("GUARDRAG_")]:
         monkeypatch.delenv(key)

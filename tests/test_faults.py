@@ -24,14 +24,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from config.settings import Settings
+from guardrag.config.settings import Settings
 from guardrag.contract import Result
-from guardrag.embedder import EmbedderUnavailable, OnnxEmbedder
-from guardrag.ingest import ingest
-from guardrag.service import Guardrag, build_services
-from guardrag.store import VectorStore
-from guardrag.store.edge import POINTER, SHARDS, EdgeStore
-from nodes.moderate_input import EMBEDDER_DOWN
+from guardrag.core.embedder import EmbedderUnavailable, OnnxEmbedder
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.store import VectorStore
+from guardrag.core.store.edge import POINTER, SHARDS, EdgeStore
+from guardrag.faces.service import Guardrag, build_services
+from guardrag.nodes.moderate_input import EMBEDDER_DOWN
 from tests.conftest import KB, REPO, SAMPLE_FAQ
 from tests.fakes import ScriptedChatModel
 from tests.openai_stub import FAULTS, Fault, OpenAIStub
@@ -210,7 +210,7 @@ def test_embedder_failing_during_grounding_is_a_typed_refusal(
 def test_embedder_failure_over_the_api_is_a_refusal_and_not_ready(
     bot: Guardrag, embedder: OnnxEmbedder
 ) -> None:
-    from guardrag.api import create_app
+    from guardrag.faces.api import create_app
 
     flaky = FlakyEmbedder(embedder)
     bot = bot.with_services(embedder=flaky)
@@ -231,7 +231,8 @@ def test_embedder_that_cannot_load_is_one_clear_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The model package missing: `guardrag ask` says what to do and exits 2, no traceback."""
-    from guardrag import cli, embedder
+    from guardrag.core import embedder
+    from guardrag.faces.cli import main as cli
 
     def missing() -> tuple[Path, Path]:
         raise EmbedderUnavailable(
@@ -328,12 +329,12 @@ _FULL_DISK_CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from config.settings import Settings
-    from guardrag.audit import AuditSink, SQLiteAuditStore
-    from guardrag.embedder import OnnxEmbedder
-    from guardrag.ingest import ingest
-    from guardrag.service import Guardrag, build_services
-    from guardrag.store.server import ServerStore
+    from guardrag.config.settings import Settings
+    from guardrag.core.audit import AuditSink, SQLiteAuditStore
+    from guardrag.core.embedder import OnnxEmbedder
+    from guardrag.core.kb.ingest import ingest
+    from guardrag.faces.service import Guardrag, build_services
+    from guardrag.core.store.server import ServerStore
 
     tiny, data_dir, faq = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     questions = json.loads(sys.argv[4])

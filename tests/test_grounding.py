@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from guardrag.embedder import Embedder, EmbedderUnavailable, OnnxEmbedder
-from guardrag.grounding import (
+from guardrag.core.embedder import Embedder, EmbedderUnavailable, OnnxEmbedder
+from guardrag.core.grounding.claims import (
     Passage,
     check_grounding,
     drawn_on,

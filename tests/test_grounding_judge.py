@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from guardrag.embedder import OnnxEmbedder
-from guardrag.grounding import GroundingReport, Passage, check_grounding
-from guardrag.grounding_judge import judge_report
-from guardrag.service import Guardrag
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.grounding.claims import GroundingReport, Passage, check_grounding
+from guardrag.core.grounding.judge import judge_report
+from guardrag.faces.service import Guardrag
 from tests.fakes import ScriptedChatModel
 
 PASSAGES = [

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guardrag.contract import RefusalReason
-from guardrag.guards import InputGuard, OutputGuard
-from guardrag.ingest import IngestError, load_entries
-from guardrag.text import content_words, normalise, question_key
+from guardrag.core.guards import InputGuard, OutputGuard
+from guardrag.core.kb.ingest import IngestError, load_entries
+from guardrag.core.text import content_words, normalise, question_key
 
 GUARD = InputGuard(semantic=False)
 OUTPUT = OutputGuard()

@@ -9,10 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guardrag.embedder import OnnxEmbedder
-from guardrag.ingest import IngestError, chunk_sentences, ingest, load_entries, parse_columns
-from guardrag.store import KBInfo, Point
-from guardrag.store.server import ServerStore
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.ingest import (
+    IngestError,
+    chunk_sentences,
+    ingest,
+    load_entries,
+    parse_columns,
+)
+from guardrag.core.store import KBInfo, Point
+from guardrag.core.store.server import ServerStore
 
 
 def write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:

@@ -1,4 +1,4 @@
-"""generate over real HTTP: ChatOpenAI (built by guardrag.llm) against a local OpenAI-protocol server."""
+"""generate over real HTTP: ChatOpenAI (built by guardrag.core.llm.client) against a local OpenAI-protocol server."""
 
 from __future__ import annotations
 
@@ -7,21 +7,21 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from config.settings import Settings
-from guardrag.embedder import OnnxEmbedder
-from guardrag.llm import load_chat_model
-from guardrag.store import VectorStore
+from guardrag.config.settings import Settings
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.llm.client import load_chat_model
+from guardrag.core.store import VectorStore
 from tests.conftest import KB
 from tests.openai_stub import OpenAIStub
 
 if TYPE_CHECKING:
-    from guardrag.service import Guardrag
+    from guardrag.faces.service import Guardrag
 
 QUESTION = "is it free to top up my wallet?"
 
 
 def make_bot(tmp_path: Path, store: VectorStore, embedder: OnnxEmbedder, url: str) -> Guardrag:
-    from guardrag.service import Guardrag, build_services
+    from guardrag.faces.service import Guardrag, build_services
 
     settings = Settings(
         data_dir=tmp_path,

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from config.settings import Settings
-from guardrag.api import create_app
-from guardrag.audit import AuditSink
-from guardrag.embedder import OnnxEmbedder
-from guardrag.service import Guardrag, build_services
-from guardrag.store import VectorStore
+from guardrag.config.settings import Settings
+from guardrag.core.audit import AuditSink
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.store import VectorStore
+from guardrag.faces.api import create_app
+from guardrag.faces.service import Guardrag, build_services
 from tests.conftest import KB, REPO
 from tests.test_api import serving
 

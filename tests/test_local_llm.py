@@ -20,12 +20,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from config.settings import Settings, load_settings
-from guardrag import local_llm
-from guardrag.evaluate import load_cases
-from guardrag.llm import load_chat_model
-from guardrag.llm_cli import llm_app
-from guardrag.local_llm import (
+from guardrag.config.settings import Settings, load_settings
+from guardrag.core.llm import local as local_llm
+from guardrag.core.llm.client import load_chat_model
+from guardrag.core.llm.local import (
     InstallError,
     LocalModel,
     LocalServer,
@@ -37,7 +35,9 @@ from guardrag.local_llm import (
     read_state,
     stop_server,
 )
-from guardrag.service import Guardrag
+from guardrag.faces.cli.llm import llm_app
+from guardrag.faces.eval.evaluate import load_cases
+from guardrag.faces.service import Guardrag
 from tests.conftest import KB, SAMPLE_FAQ
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,8 +99,8 @@ OWNER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from config.settings import Settings
-    from guardrag import local_llm
+    from guardrag.config.settings import Settings
+    from guardrag.core.llm import local as local_llm
 
     mode, data_dir, script = sys.argv[1:4]
     fake = lambda port: [sys.executable, script, "--port", str(port)]
@@ -409,7 +409,7 @@ def test_load_chat_model_talks_to_the_supervised_local_server(
 
 
 def test_the_local_client_caps_answers_the_way_llama_cpp_reads_it() -> None:
-    from guardrag.llama_client import LlamaCppChatOpenAI
+    from guardrag.core.llm.llama_client import LlamaCppChatOpenAI
 
     client = LlamaCppChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="k")
     payload = client._get_request_payload([("user", "hi")], max_tokens=123)
@@ -591,10 +591,10 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
         if REQUIRE_MODEL:
             pytest.fail(message)
         pytest.skip(message)
-    from guardrag.embedder import OnnxEmbedder
-    from guardrag.ingest import ingest
-    from guardrag.service import build_services
-    from guardrag.store import open_store
+    from guardrag.core.embedder import OnnxEmbedder
+    from guardrag.core.kb.ingest import ingest
+    from guardrag.core.store import open_store
+    from guardrag.faces.service import build_services
 
     embedder: OnnxEmbedder = request.getfixturevalue("embedder")  # loaded only when not skipped
     store = open_store(tmp_path, None, None)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import Settings
-from graph.builder import NODES
-from graph.edges import ROUTES, UnknownRoute, route_after
+from guardrag.config.settings import Settings
 from guardrag.contract import Decision, Result
-from guardrag.embedder import OnnxEmbedder
-from guardrag.service import Guardrag
-from guardrag.store import VectorStore
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.store import VectorStore
+from guardrag.faces.service import Guardrag
+from guardrag.graph.builder import NODES
+from guardrag.graph.edges import ROUTES, UnknownRoute, route_after
 from tests.conftest import KB
 from tests.fakes import ScriptedChatModel
 
@@ -184,8 +184,8 @@ def test_stages_can_be_switched_off(bot: Guardrag, chat: ScriptedChatModel) -> N
 
 
 def test_output_guard_blocks_a_leaked_prompt(bot: Guardrag, chat: ScriptedChatModel) -> None:
-    from config.prompts import ANSWER_SYSTEM
-    from nodes.moderate_output import moderate_output
+    from guardrag.config.prompts import ANSWER_SYSTEM
+    from guardrag.nodes.moderate_output import moderate_output
 
     class Runtime:
         context = bot.services
@@ -236,7 +236,7 @@ def test_loosely_related_question_with_nothing_relevant_is_out_of_domain(bot: Gu
 def test_redact_mode_masks_personal_data_and_answers(
     settings: Settings, sample_store: VectorStore, embedder: OnnxEmbedder
 ) -> None:
-    from guardrag.service import Guardrag, build_services
+    from guardrag.faces.service import Guardrag, build_services
 
     redacting = settings.model_copy(update={"pii_mode": "redact"})
     bot = Guardrag(build_services(redacting, store=sample_store, embedder=embedder), redacting)
@@ -256,18 +256,18 @@ def test_every_node_runs_in_an_opentelemetry_span(
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    import graph.builder
+    from guardrag.graph import builder
 
     monkeypatch.delenv("OTEL_SDK_DISABLED")  # guardrag turns the SDK off by default
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    original = graph.builder._TRACER
-    graph.builder._TRACER = provider.get_tracer("test")
+    original = builder._TRACER
+    builder._TRACER = provider.get_tracer("test")
     try:
         result = bot.with_services().ask("How do I sign up for Kinetic Wallet?")
     finally:
-        graph.builder._TRACER = original
+        builder._TRACER = original
     spans = {s.name: s for s in exporter.get_finished_spans()}
     assert {f"guardrag.{d.node}" for d in result.trail} <= set(spans)
     attributes = spans["guardrag.exact_match"].attributes or {}
@@ -279,9 +279,9 @@ def document_bot(
     settings: Settings, embedder: OnnxEmbedder, source: Path, kb: str, reply: str
 ) -> Iterator[Guardrag]:
     """A bot over one small document KB (qdrant-client in memory) whose model drafts `reply`."""
-    from guardrag.ingest import ingest
-    from guardrag.service import build_services
-    from guardrag.store.server import ServerStore
+    from guardrag.core.kb.ingest import ingest
+    from guardrag.core.store.server import ServerStore
+    from guardrag.faces.service import build_services
 
     store = ServerStore(location=":memory:")
     ingest(store, embedder, kb, [source], description="Guidelines")

@@ -20,14 +20,14 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 
-from config.settings import Settings
-from guardrag import ingest as ingest_module
+from guardrag.config.settings import Settings
 from guardrag.contract import Result
-from guardrag.embedder import OnnxEmbedder
-from guardrag.ingest import ingest
-from guardrag.service import Guardrag, build_services
-from guardrag.store import VectorStore
-from guardrag.store.server import ServerStore
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb import ingest as ingest_module
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.store import VectorStore
+from guardrag.core.store.server import ServerStore
+from guardrag.faces.service import Guardrag, build_services
 from tests.conftest import KB, REPO, SAMPLE_FAQ
 from tests.fakes import ScriptedChatModel
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from guardrag.contract import RefusalReason
-from guardrag.guards import InputGuard
-from guardrag.guards.redteam import RedTeamReport, load_cases, run_redteam
+from guardrag.core.guards import InputGuard
+from guardrag.core.guards.redteam import RedTeamReport, load_cases, run_redteam
 
 REDTEAM = Path(__file__).resolve().parents[1] / "datasets" / "redteam"
 ATTACKS = load_cases(REDTEAM / "attacks.jsonl")

@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from config.settings import Settings
-from guardrag.embedder import OnnxEmbedder
-from guardrag.rerank import FusedReranker, HttpReranker, load_reranker
-from guardrag.store import Hit, VectorStore
+from guardrag.config.settings import Settings
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.rerank import FusedReranker, HttpReranker, load_reranker
+from guardrag.core.store import Hit, VectorStore
 from tests.conftest import KB
 
 
@@ -75,7 +75,7 @@ def test_settings_pick_the_reranker() -> None:
 def test_http_cross_encoder_orders_candidates(
     tmp_path: Path, sample_store: VectorStore, embedder: OnnxEmbedder
 ) -> None:
-    from guardrag.service import Guardrag, build_services
+    from guardrag.faces.service import Guardrag, build_services
 
     scores = [0.01] * 3 + [0.97] + [0.02] * 20  # the endpoint prefers the 4th candidate
     with rerank_server(scores) as (url, seen):
@@ -90,7 +90,7 @@ def test_http_cross_encoder_orders_candidates(
 def test_failing_cross_encoder_falls_back_to_fused_scoring(
     tmp_path: Path, sample_store: VectorStore, embedder: OnnxEmbedder
 ) -> None:
-    from guardrag.service import Guardrag, build_services
+    from guardrag.faces.service import Guardrag, build_services
 
     with rerank_server(None) as (url, _):
         settings = Settings(data_dir=tmp_path, default_kb=KB, rerank_url=url)

@@ -16,11 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from guardrag.store import IndexUnavailable, KBInfo, Point, SparseVector, VectorStore, open_store
-from guardrag.store import _common as c
-from guardrag.store.bm25 import encode_documents, encode_query
-from guardrag.store.edge import POINTER, PUBLISH_LOCK, SHARDS, EdgeStore
-from guardrag.store.server import ServerStore
+from guardrag.core.store import (
+    IndexUnavailable,
+    KBInfo,
+    Point,
+    SparseVector,
+    VectorStore,
+    open_store,
+)
+from guardrag.core.store import _common as c
+from guardrag.core.store.bm25 import encode_documents, encode_query
+from guardrag.core.store.edge import POINTER, PUBLISH_LOCK, SHARDS, EdgeStore
+from guardrag.core.store.server import ServerStore
 
 DIM = 8
 REPO = Path(__file__).resolve().parents[1]
@@ -309,7 +316,7 @@ def test_edge_reader_sees_other_instances_publish(tmp_path: Path) -> None:
 _HOLDER = """
 import sys
 from pathlib import Path
-from guardrag.store.edge import EdgeStore
+from guardrag.core.store.edge import EdgeStore
 store = EdgeStore(Path(sys.argv[1]))
 store.find_by_field("faq", "source_id", "pw")
 print("ready", flush=True)

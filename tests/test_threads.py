@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import Settings
-from graph.state import MAX_TURNS
+from guardrag.config.settings import Settings
 from guardrag.contract import Decision, Result
-from guardrag.embedder import OnnxEmbedder
-from guardrag.service import Guardrag, build_services
-from guardrag.store import VectorStore
-from guardrag.threads import ThreadError
-from nodes.contextualize import is_follow_up
+from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.store import VectorStore
+from guardrag.faces.service import Guardrag, build_services
+from guardrag.faces.threads import ThreadError
+from guardrag.graph.state import MAX_TURNS
+from guardrag.nodes.contextualize import is_follow_up
 from tests.fakes import ScriptedChatModel
 
 

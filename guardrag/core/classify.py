@@ -1,0 +1,73 @@
+"""Domain classification: in domain, out of domain, or small talk, learned from the KB itself.
+
+Evidence: the question's best cosine to any KB entry (from the index), against its best cosine
+to generic off-topic and greeting exemplars, plus other companies' names the KB never mentions.
+No per-KB hand-written rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from guardrag.config.exemplars import GREETINGS, OFF_TOPIC, OTHER_BRANDS
+from guardrag.core.embedder import Embedder
+from guardrag.core.kb.stats import joined_words
+
+
+@dataclass(frozen=True)
+class DomainVerdict:
+    domain: str  # "in_domain" | "out_of_domain" | "greeting"
+    rule: str
+    score: float
+    threshold: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class DomainClassifier:
+    """Holds the exemplar embeddings, computed once per process."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._off_topic = embedder.embed(list(OFF_TOPIC))
+        self._greetings = embedder.embed(list(GREETINGS))
+
+    def classify(
+        self,
+        question: str,
+        vector: np.ndarray,
+        kb_best: float,
+        kb_vocabulary: frozenset[str],
+        *,
+        min_similarity: float,
+        margin: float,
+        greeting_similarity: float,
+    ) -> DomainVerdict:
+        off_topic = float(np.max(self._off_topic @ vector))
+        greeting = float(np.max(self._greetings @ vector))
+        scores = {
+            "kb": round(kb_best, 4),
+            "off_topic": round(off_topic, 4),
+            "greeting": round(greeting, 4),
+        }
+        if greeting >= greeting_similarity and greeting > kb_best:
+            return DomainVerdict(
+                "greeting", "greeting_similarity", greeting, greeting_similarity, scores
+            )
+        foreign = sorted((joined_words(question) & OTHER_BRANDS) - kb_vocabulary)
+        if foreign:
+            return DomainVerdict(
+                "out_of_domain",
+                "other_brand",
+                kb_best,
+                min_similarity,
+                {**scores, "brands": foreign},
+            )
+        if kb_best < min_similarity:
+            return DomainVerdict("out_of_domain", "kb_similarity", kb_best, min_similarity, scores)
+        if kb_best - off_topic < margin:
+            return DomainVerdict(
+                "out_of_domain", "closer_to_off_topic", kb_best - off_topic, margin, scores
+            )
+        return DomainVerdict("in_domain", "kb_similarity", kb_best, min_similarity, scores)

@@ -1,0 +1,179 @@
+"""Draft hygiene: what `generate` checks in a model's draft before grounding judges it.
+
+Small local models sometimes talk about their sources instead of answering ("This is stated in
+passage [1]."), echo the prompt back, or cite a passage number that was never given. `tidy`
+removes sentences that only talk about the sources; `check_draft` names what is still wrong, so
+`generate` can ask the model once more (one bounded retry) before `ground` decides. `prune`
+lets `ground` leave out unsupported uncited remarks when everything else is grounded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from guardrag.core.embedder import Embedder
+from guardrag.core.grounding.claims import (
+    CITATION_RE,
+    GroundingReport,
+    Passage,
+    check_grounding,
+    content_words,
+    parse_citations,
+    split_sentences,
+)
+from guardrag.core.guards.output_rules import check_prompt_leak
+
+#: A sentence that opens with a pointer ("This", "It", "As") and is about the passages themselves.
+_SOURCE_TALK = re.compile(
+    r"^\W*(?:this|that|these|those|it|both|each|all|as|see)\b[^.!?]*"
+    r"\b(?:passages?|sources?|documents?|sections?|context|excerpts?)\b",
+    re.IGNORECASE,
+)
+#: "This is supported by [1] and [2]." - a pointer at citations and nothing else.
+_CITATION_POINTER = re.compile(
+    r"^\W*(?:this|that|it|these)\s+(?:is|are|was|were)\s+(?:\w+\s+)?"
+    r"(?:stated|supported|mentioned|explained|described|outlined|covered|noted|confirmed)\s+"
+    r"(?:in|by)\s+(?:both|all|the|and|\[\d+\]|,|\s)*[.!]?$",
+    re.IGNORECASE,
+)
+_QUALIFIER = re.compile(
+    r"^\W*(?:however|but|only|although|though|note)\b"
+    r"|\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|without|except|unless)\b",
+    re.IGNORECASE,
+)
+_ANSWER_WORD = re.compile(r"^\W*(?:yes|no)\b", re.IGNORECASE)
+_CITES = r"(?:\[\d+\][\s,]*(?:and\s+)?)+"
+#: "According to passage [1], X." / "Passage [2] states that X.": a claim behind a pointer.
+_POINTER_LEAD = re.compile(
+    r"^\W*(?:(?:according to|as (?:stated|mentioned|noted|explained|described) in|based on)\s+"
+    rf"(?:the\s+)?(?:passages?|sources?)\s*{_CITES},?"
+    rf"|(?:the\s+)?(?:passages?|sources?)\s*{_CITES}"
+    r"(?:states?|says?|mentions?|explains?|notes?|confirms?|indicates?)\s+(?:that\s+)?)\s*",
+    re.IGNORECASE,
+)
+#: "... warnings. [1]" at the end of a line: the citation belongs inside the sentence.
+_TRAILING_CITATIONS = re.compile(r"([.!?])((?:[ \t]*\[\d+\])+)[ \t]*$", re.MULTILINE)
+#: Pieces of our prompt's scaffolding that never belong in an answer.
+_ECHO = re.compile(r"</?passage\b|^\s*(?:passages|question)\s*:", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class DraftCheck:
+    """A tidied draft and what is still wrong with it (empty when nothing is)."""
+
+    text: str
+    removed: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def is_source_talk(sentence: str) -> bool:
+    """True for a sentence that only points at the sources ("This is stated in passage [1].")."""
+    if _ANSWER_WORD.match(sentence):
+        return False  # "Yes [1]." carries the answer
+    if _SOURCE_TALK.match(sentence) or _CITATION_POINTER.match(sentence):
+        return True
+    bare = CITATION_RE.sub(" ", sentence)  # a citation with no words and no figures beside it
+    return bare != sentence and not content_words(bare) and not re.search(r"\d", bare)
+
+
+def without(draft: str, drop: Callable[[str], bool]) -> tuple[str, tuple[str, ...]]:
+    """The draft without the sentences `drop` picks (layout kept), and those sentences."""
+    removed: list[str] = []
+    lines = []
+    for line in draft.splitlines():
+        kept = line
+        for sentence in split_sentences(line):
+            if drop(sentence):
+                removed.append(sentence)
+                kept = kept.replace(sentence, "", 1)
+        if kept.strip() or not line.strip():
+            lines.append(kept.rstrip())
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return re.sub(r"[ \t]{2,}", " ", text), tuple(removed)
+
+
+def cite_inline(draft: str) -> str:
+    """Citations moved into the sentences they support: "Passage [1] states that X." and
+    "According to passage [1], X." become "X [1]."; "X. [1]" at the end of a line "X [1]."."""
+    draft = _TRAILING_CITATIONS.sub(lambda m: f" {' '.join(m[2].split())}{m[1]}", draft)
+    lines = []
+    for line in draft.splitlines():
+        for sentence in split_sentences(line):
+            if (restated := _restate(sentence)) != sentence:
+                line = line.replace(sentence, restated, 1)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _restate(sentence: str) -> str:
+    lead = _POINTER_LEAD.match(sentence)
+    claim = sentence[lead.end() :].strip() if lead else ""
+    if lead is None or not content_words(claim):
+        return sentence
+    cites = " ".join(re.findall(r"\[\d+\]", lead[0]))
+    end = len(claim.rstrip(".!?"))
+    return f"{claim[0].upper()}{claim[1:end]} {cites}{claim[end:]}"
+
+
+def tidy(draft: str) -> tuple[str, tuple[str, ...]]:
+    """The draft with its citations inline (cite_inline) and without source-talk sentences,
+    and the sentences removed."""
+    return without(cite_inline(draft), is_source_talk)
+
+
+def is_prunable(sentence: str) -> bool:
+    """An uncited remark with no figures and no qualifier: safe to leave out of an answer.
+
+    Citations, numbers, negations and "however/unless/only" change what the rest means, so a
+    sentence carrying them is never dropped: the whole draft is judged instead.
+    """
+    return not (
+        parse_citations(sentence) or re.search(r"\d", sentence) or _QUALIFIER.search(sentence)
+    )
+
+
+def prune(
+    draft: str, passages: Sequence[Passage], embedder: Embedder, min_similarity: float
+) -> tuple[str, tuple[str, ...], GroundingReport] | None:
+    """The draft without its unsupported uncited remarks, the remarks, and the report on what
+    is left, when that is fully grounded ("It is 1.5% [1]. This keeps your money safe." ->
+    "It is 1.5% [1]."); None otherwise."""
+
+    def unsupported(sentence: str) -> bool:
+        if not is_prunable(sentence):
+            return False
+        report = check_grounding(sentence, passages, embedder, min_similarity=min_similarity)
+        return not report.supported
+
+    kept, dropped = without(draft, unsupported)
+    if not dropped or not kept:
+        return None
+    report = check_grounding(kept, passages, embedder, min_similarity=min_similarity)
+    return (kept, dropped, report) if report.supported else None
+
+
+def check_draft(
+    draft: str, passages: Sequence[str], question: str, prompts: Sequence[str]
+) -> DraftCheck:
+    """Tidies `draft` and lists its problems: echo, prompt leak, unknown citation, nothing left."""
+    text, removed = tidy(draft)
+    problems = []
+    if _ECHO.search(draft) or _same_words(text, question):
+        problems.append("echoed the prompt or the question instead of answering")
+    if check_prompt_leak(text, passages, prompts):
+        problems.append("repeated the instructions")
+    unknown = [n for n in parse_citations(text) if not 1 <= n <= len(passages)]
+    if unknown:
+        cited = ", ".join(f"[{n}]" for n in unknown)
+        problems.append(f"cited {cited} but only passages [1] to [{len(passages)}] exist")
+    if not text:
+        problems.append("only talked about the passages and did not answer")
+    return DraftCheck(text=text, removed=removed, problems=tuple(problems))
+
+
+def _same_words(text: str, question: str) -> bool:
+    """A draft that is a question made of the customer's own words repeats it back."""
+    words = content_words(text)
+    return text.rstrip().endswith("?") and bool(words) and words <= content_words(question)

@@ -1,0 +1,136 @@
+"""InputGuard: the first node's verdict on a customer question."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+import numpy as np
+from guardrails import Guard
+from guardrails.validators import Validator
+
+from guardrag.core.embedder import Embedder
+from guardrag.core.guards.finding import GuardFinding
+from guardrag.core.guards.normalize import normalize
+from guardrag.core.guards.semantic import SemanticDetector, default_embedder, detector_for
+from guardrag.core.guards.sensitive_data import iter_values, mask_values
+from guardrag.core.guards.validators import (
+    INPUT_DETECTORS,
+    INPUT_VALIDATORS,
+    NORMALIZED_KEY,
+    REDACTABLE,
+    SEMANTIC_KEY,
+    GuardTripped,
+    NormalizedCache,
+    SemanticContext,
+    SemanticIntent,
+    check_shape,
+    raise_finding,
+)
+
+PiiMode = Literal["block", "redact"]
+
+
+class InputGuard:
+    """Checks the shape (empty / too long), then runs the input validators in order through
+    a guardrails `Guard`; returns the first finding, or None when the question may go on.
+
+    Order: the regex rules (microseconds), then the embedding-similarity detector (one
+    MiniLM embedding, ~3 ms, or none when the caller passes the question's vector).
+    `semantic=False` leaves it out; `embedder` shares the pipeline's model (else the
+    project's MiniLM is loaded once per process).
+
+    `pii="redact"`: personal and payment values written in the question (phone, e-mail,
+    NRIC, card ...) no longer refuse it; the caller uses `redact(text)` as the question.
+    Requests for other people's data and credentials still refuse.
+
+    Build once and share: each thread lazily gets its own `Guard` (guardrails keeps per-call
+    history on the Guard, so sharing one across threads would interleave it); the validators
+    themselves are stateless. `via_guardrails=False` runs the same detectors directly, for
+    latency comparisons; the verdicts are identical.
+    """
+
+    def __init__(
+        self,
+        max_chars: int = 2000,
+        *,
+        via_guardrails: bool = True,
+        semantic: bool = True,
+        embedder: Embedder | None = None,
+        pii: PiiMode = "block",
+    ) -> None:
+        if max_chars < 1:
+            raise ValueError("max_chars must be >= 1")
+        if pii not in ("block", "redact"):
+            raise ValueError("pii must be 'block' or 'redact'")
+        self.max_chars = max_chars
+        self.via_guardrails = via_guardrails
+        self.pii = pii
+        self.semantic: SemanticDetector | None = None
+        if semantic:
+            self.semantic = detector_for(embedder or default_embedder())
+        skip = REDACTABLE if pii == "redact" else frozenset()
+        self._validators = [v for v in INPUT_VALIDATORS if v not in skip]
+        self._detectors = [d for d in INPUT_DETECTORS if d not in skip]
+        self._local = threading.local()
+        if via_guardrails:
+            self._guard()  # pay the build cost now, not on the first question
+
+    def _guard(self) -> Guard:
+        guard: Guard | None = getattr(self._local, "guard", None)
+        if guard is None:
+            classes: list[type[Validator]] = list(self._validators)
+            if self.semantic is not None:
+                classes.append(SemanticIntent)  # last: the only one that may embed
+            validators = [cls(on_fail=raise_finding) for cls in classes]
+            guard = Guard(name="guardrag-input", history_max_length=1).use(*validators)
+            self._local.guard = guard
+        return guard
+
+    def check(
+        self, text: str, max_chars: int | None = None, *, vector: np.ndarray | None = None
+    ) -> GuardFinding | None:
+        """None = pass; otherwise the first rule that fired (its detail is masked).
+
+        `max_chars` overrides the guard's length limit for this call (a per-run knob);
+        `vector` is the question's embedding when the caller already has it (same model).
+        """
+        text = "" if text is None else text
+        # Shape first and outside the Guard: O(1)/O(n) on the raw text, and a 1 MB paste
+        # never reaches normalisation or guardrails' call logging.
+        found = check_shape(text, max_chars or self.max_chars)
+        if found is not None:
+            return found
+        cache = NormalizedCache(text)
+        if not self.via_guardrails:
+            return self._check_direct(cache, vector)
+        metadata: dict[str, Any] = {NORMALIZED_KEY: cache}
+        if self.semantic is not None:
+            metadata[SEMANTIC_KEY] = SemanticContext(self.semantic, vector)
+        try:
+            self._guard().validate(text, metadata=metadata)
+        except GuardTripped as tripped:
+            return tripped.finding
+        return None
+
+    def _check_direct(
+        self, cache: NormalizedCache, vector: np.ndarray | None
+    ) -> GuardFinding | None:
+        norm = cache.get()
+        for detect in self._detectors:
+            found = detect(norm)
+            if found is not None:
+                return found
+        return self.semantic.detect(norm, vector) if self.semantic is not None else None
+
+    @staticmethod
+    def redact(text: str) -> str:
+        """`text` with the personal and payment values the guard would refuse replaced by
+        `[kind]` ("my number is [phone]"): the question the pipeline should use in
+        `pii="redact"` mode. Obfuscated values (full-width digits, zero-width joiners)
+        are found on the normalised text, which is then what gets masked."""
+        masked, _ = mask_values(text)
+        norm = normalize(masked)
+        if any(next(iter_values(view), None) for view in norm.data_views()):
+            masked, _ = mask_values(norm.text)
+        return masked

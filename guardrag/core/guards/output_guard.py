@@ -1,0 +1,64 @@
+"""OutputGuard: the last node's verdict on an answer before it reaches the customer."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from guardrails import Guard
+
+from guardrag.core.guards import output_rules
+from guardrag.core.guards.finding import GuardFinding
+from guardrag.core.guards.validators import (
+    OUTPUT_VALIDATORS,
+    PROMPTS_KEY,
+    SOURCES_KEY,
+    GuardTripped,
+    raise_finding,
+)
+
+
+class OutputGuard:
+    """UNSAFE_OUTPUT when the answer leaks, invents sensitive data or links, or is profane.
+
+    `sources` are the passages the answer was built from (FAQ answers, chunks); `prompts`
+    are the confidential instructions the model saw (system prompt, templates). Put
+    sanctioned verbatim replies in quotes inside the prompt, or leave them out of `prompts`.
+    Thread-safe the same way as InputGuard (one `Guard` per thread).
+    """
+
+    def __init__(self, *, via_guardrails: bool = True) -> None:
+        self.via_guardrails = via_guardrails
+        self._local = threading.local()
+        if via_guardrails:
+            self._guard()
+
+    def _guard(self) -> Guard:
+        guard: Guard | None = getattr(self._local, "guard", None)
+        if guard is None:
+            validators = [cls(on_fail=raise_finding) for cls in OUTPUT_VALIDATORS]
+            guard = Guard(name="guardrag-output", history_max_length=1).use(*validators)
+            self._local.guard = guard
+        return guard
+
+    def check(
+        self, answer: str, sources: Sequence[str], prompts: Sequence[str]
+    ) -> GuardFinding | None:
+        """None = the answer may be shown; otherwise the first rule that fired."""
+        if not answer or not answer.strip():
+            return None  # nothing to leak; the pipeline decides what an empty answer means
+        sources = [s for s in sources if s]
+        prompts = [p for p in prompts if p]
+        if not self.via_guardrails:
+            return (
+                output_rules.check_template_tokens(answer)
+                or output_rules.check_unsourced_values(answer, sources)
+                or output_rules.check_unsourced_urls(answer, sources)
+                or output_rules.check_prompt_leak(answer, sources, prompts)
+                or output_rules.check_profanity(answer)
+            )
+        try:
+            self._guard().validate(answer, metadata={SOURCES_KEY: sources, PROMPTS_KEY: prompts})
+        except GuardTripped as tripped:
+            return tripped.finding
+        return None

@@ -1,0 +1,229 @@
+"""Embedding-similarity detector: paraphrased injection, jailbreak and harmful intent.
+
+The rules catch literal phrasings; this catches paraphrases ("set aside the limits your
+operators gave you", "how do I make dirty cash look clean"). Each question is compared
+(cosine, MiniLM) with attack exemplars per family and with benign counter-exemplars
+(`exemplars.py`). It is flagged when its best attack similarity reaches the family's
+threshold *and* beats its best benign similarity by a margin: topic words (wallet, PIN,
+scam) pull attacks and customer questions together, the margin is what separates intent.
+
+Malay text gets stricter numbers: the English MiniLM rates any two Malay sentences as
+fairly close (~0.6), so the same bar would flag Malay small talk.
+
+Calibrated with `scripts/score_guards.py --calibrate` on sets the exemplars were not written
+from (the e-wallet FAQ and golden questions, TNGD, XSTest, Giskard); the red-team set
+(`datasets/redteam`) is the held-out check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from guardrag.contract import RefusalReason
+from guardrag.core.embedder import Embedder
+from guardrag.core.guards.exemplars import ATTACKS, BENIGN
+from guardrag.core.guards.finding import GuardFinding
+from guardrag.core.guards.harmful import FICTION_CONTEXT
+from guardrag.core.guards.normalize import Normalized
+
+
+@dataclass(frozen=True)
+class Bar:
+    """Both conditions must hold: similarity >= threshold, lead over benign >= margin."""
+
+    threshold: float
+    margin: float
+
+
+#: Exemplar vectors shipped with the package (`scripts/score_guards.py --rebuild-vectors`
+#: rebuilds them): embedding ~260 sentences costs ~2 s of cold start on 2 cores, loading them ~1 ms.
+VECTOR_CACHE = Path(__file__).with_name("exemplar_vectors.npz")
+_PROBE_MIN_COSINE = 0.999
+
+#: English / Malay bars (see the module docstring for how they were chosen).
+BAR_EN = Bar(threshold=0.60, margin=0.12)
+BAR_MS = Bar(threshold=0.72, margin=0.15)
+
+# Frequent Malay function words; two of them (or a quarter of the words) mark Malay text.
+_MALAY_WORDS = frozenset((
+    "saya", "aku", "kami", "kita", "anda", "awak", "kamu", "dia", "mereka", "nak", "hendak",
+    "mahu", "tak", "tidak", "bukan", "boleh", "bolehkah", "macam", "mana", "bagaimana",
+    "kenapa", "mengapa", "apa", "apakah", "siapa", "bila", "berapa", "yang", "dan", "dengan",
+    "untuk", "kepada", "daripada", "dari", "ke", "di", "ini", "itu", "ni", "tu", "sahaja",
+    "saja", "sudah", "telah", "akan", "ada", "adakah", "lagi", "juga", "atau", "jika", "kalau",
+    "supaya", "tanpa", "guna", "cara", "orang", "lain", "duit", "wang",
+))  # fmt: skip
+_WORD = re.compile(r"[a-z]+")
+#: Families about harm to people or things: fiction and game contexts are exempt, as in
+#: the rule module (the domain classifier refuses those as off topic instead).
+_FICTION_EXEMPT = frozenset({"violence_weapons"})
+# "How do scammers steal OTP codes?": the bad actor is the subject, the asker a would-be
+# victim. Same idea as the harmful rules' counter-frames; never exempts injection families.
+_AWARENESS = re.compile(
+    r"\b(?:do|does|did|can|could|would|might|will|are|is)\s+(?:the\s+|these\s+|some\s+)?"
+    r"(?:scammers?|hackers?|fraudsters?|criminals?|thieves|attackers?|crooks|con ?artists?|"
+    r"phishers?|penipu|penggodam)\b|\b(?:penipu|penggodam|scammer)\s+(?:biasanya\s+)?"
+    r"(?:curi|dapatkan|guna|menipu|menggodam)\b"
+)
+_VICTIM_EXEMPT = frozenset({RefusalReason.HARMFUL_REQUEST, RefusalReason.CREDENTIAL_REQUEST})
+
+
+def is_malay(words: str) -> bool:
+    """A cheap language cue on lower-cased text (no model)."""
+    tokens = _WORD.findall(words)
+    hits = sum(t in _MALAY_WORDS for t in tokens)
+    return hits >= 2 and hits * 4 >= len(tokens)
+
+
+@dataclass(frozen=True)
+class SemanticScore:
+    """The nearest attack exemplar and the nearest benign one, for one text."""
+
+    family: str
+    reason: RefusalReason
+    attack: float
+    benign: float
+    exemplar: str
+
+    @property
+    def lead(self) -> float:
+        return self.attack - self.benign
+
+
+class SemanticDetector:
+    """Exemplar matrices embedded once; `detect` costs one embedding (skipped when the
+    caller passes the question's vector) plus two small matrix-vector products."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        attacks: dict[str, tuple[RefusalReason, tuple[str, ...]]] = ATTACKS,
+        benign: tuple[str, ...] = BENIGN,
+        bar_en: Bar = BAR_EN,
+        bar_ms: Bar = BAR_MS,
+    ) -> None:
+        self.embedder = embedder
+        self.bar_en, self.bar_ms = bar_en, bar_ms
+        texts: list[str] = []
+        self._family: list[str] = []
+        self._reason: dict[str, RefusalReason] = {}
+        for family, (reason, examples) in attacks.items():
+            self._reason[family] = reason
+            texts.extend(examples)
+            self._family.extend([family] * len(examples))
+        self._texts = texts
+        self._attacks, self._benign = _exemplar_vectors(embedder, texts, list(benign))
+
+    def embed(self, text: str) -> np.ndarray:
+        return np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+
+    def score(self, vector: np.ndarray) -> SemanticScore:
+        sims = self._attacks @ vector
+        best = int(np.argmax(sims))
+        family = self._family[best]
+        return SemanticScore(
+            family=family,
+            reason=self._reason[family],
+            attack=float(sims[best]),
+            benign=float(np.max(self._benign @ vector)),
+            exemplar=self._texts[best],
+        )
+
+    def detect(self, norm: Normalized, vector: np.ndarray | None = None) -> GuardFinding | None:
+        """A finding when the text is close to an attack family and not to benign use.
+
+        `vector` is the caller's embedding of `norm.original` (the pipeline embeds every
+        question once); it is used only when normalisation changed nothing, since the
+        rules' view of an obfuscated text is what should be embedded.
+        """
+        if vector is None or norm.text != norm.original:
+            vector = self.embed(norm.text)
+        found = self.score(vector)
+        bar = self.bar_ms if is_malay(norm.words) else self.bar_en
+        if found.attack < bar.threshold or found.lead < bar.margin:
+            return None
+        if found.family in _FICTION_EXEMPT and FICTION_CONTEXT.search(norm.words):
+            return None
+        if found.reason in _VICTIM_EXEMPT and _AWARENESS.search(norm.words):
+            return None
+        return GuardFinding(
+            reason=found.reason,
+            rule=f"semantic.{found.family}",
+            score=round(found.attack, 4),
+            threshold=bar.threshold,
+            detail=(
+                f"cosine {found.attack:.2f} to {found.family} exemplar {found.exemplar!r}, "
+                f"{found.lead:.2f} above the nearest benign question (margin {bar.margin})"
+            ),
+        )
+
+
+def exemplar_digest(attacks: list[str], benign: list[str]) -> str:
+    """Identifies one set of exemplar texts (the cache is stale when they change)."""
+    return hashlib.sha256("\x00".join([*attacks, "\x01", *benign]).encode()).hexdigest()[:16]
+
+
+def _exemplar_vectors(
+    embedder: Embedder, attacks: list[str], benign: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The cached vectors when they are for these texts and this model (checked by
+    re-embedding one exemplar of each kind), else freshly embedded ones."""
+    if VECTOR_CACHE.is_file():
+        with np.load(VECTOR_CACHE) as cache:
+            if str(cache["digest"]) == exemplar_digest(attacks, benign):
+                cached_attacks = cache["attacks"].astype(np.float32)
+                cached_benign = cache["benign"].astype(np.float32)
+                probe = embedder.embed([attacks[0], benign[0]])
+                if (
+                    float(probe[0] @ cached_attacks[0]) >= _PROBE_MIN_COSINE
+                    and float(probe[1] @ cached_benign[0]) >= _PROBE_MIN_COSINE
+                ):
+                    return cached_attacks, cached_benign
+    return embedder.embed(attacks), embedder.embed(benign)
+
+
+def write_vector_cache(embedder: Embedder, path: Path = VECTOR_CACHE) -> Path:
+    """Embed the package's exemplars and store them (float16 halves the file; cosines move
+    by < 1e-3)."""
+    attacks = [text for _, examples in ATTACKS.values() for text in examples]
+    benign = list(BENIGN)
+    np.savez_compressed(
+        path,
+        digest=np.array(exemplar_digest(attacks, benign)),
+        attacks=embedder.embed(attacks).astype(np.float16),
+        benign=embedder.embed(benign).astype(np.float16),
+    )
+    return path
+
+
+_detectors: list[tuple[Embedder, SemanticDetector]] = []
+_detectors_lock = threading.Lock()
+_MAX_DETECTORS = 4
+
+
+def detector_for(embedder: Embedder) -> SemanticDetector:
+    """One detector per embedder (by identity) per process, so every InputGuard sharing the
+    pipeline's embedder shares its exemplar matrices."""
+    with _detectors_lock:
+        for known, detector in _detectors:
+            if known is embedder:
+                return detector
+        detector = SemanticDetector(embedder)
+        _detectors.append((embedder, detector))
+        del _detectors[:-_MAX_DETECTORS]
+        return detector
+
+
+@lru_cache(maxsize=1)
+def default_embedder() -> Embedder:
+    """The project's MiniLM, loaded once, for guards built without an embedder."""
+    from guardrag.core.embedder import OnnxEmbedder
+
+    return OnnxEmbedder()

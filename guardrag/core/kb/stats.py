@@ -1,0 +1,108 @@
+"""Per-snapshot statistics of a knowledge base: its vocabulary and word document frequencies.
+
+Computed once per published snapshot from the points themselves (so they follow every
+re-ingest) and shared by `classify` (names the KB never mentions) and `rerank` (IDF weights).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from guardrag.core.store import VectorStore
+from guardrag.core.text import content_words, normalise
+
+_WORD = re.compile(r"[a-z0-9]+")
+MIN_CORRECTABLE = 5  # shorter words have too many close neighbours to correct safely
+SPELLING_CUTOFF = 0.85  # difflib ratio; "acounts"/"account" is 0.86, "loan"/"lean" would not do
+
+
+def joined_words(text: str) -> set[str]:
+    """Words, and runs of two or three glued together, so "Grab Pay" matches "GrabPay" and
+    "Touch 'n Go" matches "touchngo"."""
+    words = _WORD.findall(normalise(text))
+    runs = {"".join(words[i : i + n]) for n in (2, 3) for i in range(len(words) - n + 1)}
+    return set(words) | runs
+
+
+@dataclass(frozen=True)
+class KBStats:
+    snapshot_id: str
+    vocabulary: frozenset[str]
+    doc_freq: dict[str, int]
+    n_docs: int
+    _spelling: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_texts(cls, snapshot_id: str, texts: Iterable[str]) -> KBStats:
+        vocabulary: set[str] = set()
+        doc_freq: Counter[str] = Counter()
+        n_docs = 0
+        for text in texts:
+            n_docs += 1
+            vocabulary |= joined_words(text)
+            doc_freq.update(set(content_words(text)))
+        return cls(snapshot_id, frozenset(vocabulary), dict(doc_freq), n_docs)
+
+    def idf(self, word: str) -> float:
+        """BM25-style IDF; a word the KB never uses weighs the most."""
+        return math.log((self.n_docs + 1) / (self.doc_freq.get(word, 0) + 0.5))
+
+    def canonical(self, word: str) -> str:
+        """The KB's spelling of a misspelt query word ("acounts" -> "account"), else the word.
+
+        Only words of 5+ letters the KB never uses are corrected, and only to a close match.
+        """
+        if len(word) < MIN_CORRECTABLE or word in self.doc_freq or word in self.vocabulary:
+            return word
+        if word not in self._spelling:
+            close = difflib.get_close_matches(
+                word, self.doc_freq.keys(), n=1, cutoff=SPELLING_CUTOFF
+            )
+            self._spelling[word] = close[0] if close else word
+        return self._spelling[word]
+
+    def idf_coverage(self, query: str, text: str) -> float:
+        """IDF-weighted share of the query's content words found in `text`.
+
+        Covering "fee" matters; covering the KB's own brand name (in every entry) barely does.
+        Misspellings are corrected against the KB, and "topup" matches "top up".
+        """
+        wanted = {self.canonical(w) for w in content_words(query)}
+        if not wanted:
+            return 0.0
+        present = set(content_words(text)) | joined_words(text)
+        total = sum(self.idf(w) for w in wanted)
+        return sum(self.idf(w) for w in wanted if w in present) / total if total else 0.0
+
+
+def point_text(payload: dict[str, object]) -> str:
+    return f"{payload.get('title') or ''} {payload.get('text') or ''}"
+
+
+class KBStatsCache:
+    """Statistics per KB, recomputed when the KB's snapshot id changes."""
+
+    def __init__(self) -> None:
+        self._stats: dict[str, KBStats] = {}
+        self._lock = threading.Lock()
+
+    def peek(self, kb: str) -> KBStats | None:
+        """The statistics last computed for `kb` (classify computes them for every question)."""
+        with self._lock:
+            return self._stats.get(kb)
+
+    def get(self, store: VectorStore, kb: str, snapshot_id: str) -> KBStats:
+        with self._lock:
+            cached = self._stats.get(kb)
+            if cached is None or cached.snapshot_id != snapshot_id:
+                cached = KBStats.from_texts(
+                    snapshot_id, (point_text(p) for p in store.payloads(kb))
+                )
+                self._stats[kb] = cached
+            return cached

@@ -1,0 +1,189 @@
+"""What both adapters share: names, RRF settings, KBInfo (de)serialisation and Hit building."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from guardrag.core.store.base import Hit, KBInfo, Point, SparseVector
+
+DENSE = "dense"
+CONTENT = "content"
+SPARSE = "bm25"
+INDEXED_FIELDS = ("question_norm", "question_key", "source_id", "source_file")
+INFO_KEY = "guardrag_kb"  # where KBInfo lives: pointer file (edge), collection metadata (server)
+
+# The RRF constant of the paper (Cormack et al.): 1/(k + rank) with rank 0 for the best hit, so a
+# point first in both lists scores 2/60 ≈ 0.033. Set explicitly so both adapters fuse the same.
+RRF_K = 60
+BATCH = 256
+
+_KB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def is_kb_name(kb: str) -> bool:
+    """KB names become directory and collection names (same rule as config.settings)."""
+    return bool(_KB_NAME.match(kb))
+
+
+def check_kb_name(kb: str) -> str:
+    if not is_kb_name(kb):
+        raise ValueError(
+            f"knowledge base name must be 1-64 letters, digits, '-' or '_', got {kb!r}"
+        )
+    return kb
+
+
+def snapshot_name(snapshot_id: str) -> str:
+    """A unique, path- and collection-safe name for one published snapshot.
+
+    The random tail keeps it unique when identical content (same snapshot id) is republished.
+    """
+    stem = re.sub(r"[^A-Za-z0-9-]+", "-", snapshot_id).strip("-")[:40] or "snapshot"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{stem}_{uuid.uuid4().hex[:8]}"
+
+
+SNAPSHOT_NAME = re.compile(r"^[0-9]{8}T[0-9]{6}-[A-Za-z0-9-]+_[0-9a-f]{8}$")
+
+
+def prefetch_limit(limit: int) -> int:
+    """Candidates each retriever hands to RRF: enough that a point low in one list still counts."""
+    return max(4 * limit, 40)
+
+
+def check_point(point: Point, dim: int) -> None:
+    for name, vector in named_vectors(point).items():
+        if len(vector) != dim:
+            raise ValueError(
+                f"point {point.id}: {name} vector has {len(vector)} dims, the KB has {dim}"
+            )
+    if len(point.sparse.indices) != len(point.sparse.values):
+        raise ValueError(f"point {point.id}: sparse vector has mismatched indices and values")
+
+
+def batched(points: Iterable[Point], size: int = BATCH) -> Iterator[list[Point]]:
+    batch: list[Point] = []
+    for point in points:
+        batch.append(point)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def published_info(info: KBInfo, kb: str, count: int) -> KBInfo:
+    """The KBInfo as stored: the store's name and point count are the truth."""
+    updated = info.updated_at or datetime.now(UTC).isoformat(timespec="seconds")
+    return dataclasses.replace(info, name=kb, count=count, updated_at=updated)
+
+
+def info_to_dict(info: KBInfo) -> dict[str, Any]:
+    return dataclasses.asdict(info)
+
+
+def info_from_dict(data: dict[str, Any]) -> KBInfo:
+    """Tolerates unknown keys, so an older guardrag reads a newer pointer."""
+    known = {f.name for f in dataclasses.fields(KBInfo)}
+    return KBInfo(**{k: v for k, v in data.items() if k in known})
+
+
+def unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [float(x) / norm for x in vector] if norm else [float(x) for x in vector]
+
+
+def cosine(query_unit: Sequence[float], vector: Sequence[float]) -> float:
+    norm = math.sqrt(sum(x * x for x in vector))
+    if not norm:
+        return 0.0
+    return sum(a * b for a, b in zip(query_unit, vector, strict=True)) / norm
+
+
+def dense_vector(vectors: object, name: str = DENSE) -> list[float]:
+    """One entry of an engine's named-vector dict, as floats ([] if absent)."""
+    value = vectors.get(name) if isinstance(vectors, dict) else None
+    return [float(x) for x in value] if isinstance(value, list) else []
+
+
+def point_from_record(pid: object, vectors: object, payload: dict[str, Any] | None) -> Point:
+    """A Point from either engine's record (their sparse vectors share indices/values)."""
+    named = vectors if isinstance(vectors, dict) else {}
+    sparse = named.get(SPARSE)
+    indices, values = getattr(sparse, "indices", None), getattr(sparse, "values", None)
+    return Point(
+        id=str(pid),
+        dense=dense_vector(named),
+        sparse=SparseVector(list(indices), list(values))
+        if indices is not None and values is not None
+        else SparseVector([], []),
+        payload=dict(payload or {}),
+        content=dense_vector(named, CONTENT) or None,
+    )
+
+
+def named_vectors(point: Point) -> dict[str, list[float]]:
+    """The dense named vectors a point carries (content is optional)."""
+    vectors = {DENSE: point.dense}
+    if point.content is not None:
+        vectors[CONTENT] = point.content
+    return vectors
+
+
+def hits(
+    rows: Iterable[tuple[str, dict[str, Any], float, object]],
+    query_unit: Sequence[float],
+    sparse_scores: dict[str, float] | None = None,
+) -> list[Hit]:
+    """Hits from (id, payload, engine score, stored named vectors) rows.
+
+    With `sparse_scores` (a hybrid query) the engine score is the RRF score; without, it is the
+    title cosine. Cosines to both stored vectors are computed here, so every Hit has them.
+    """
+    found = []
+    for pid, payload, score, vectors in rows:
+        content = dense_vector(vectors, CONTENT)
+        found.append(
+            Hit(
+                id=pid,
+                payload=payload,
+                fused=score,
+                dense=cosine(query_unit, dense_vector(vectors))
+                if sparse_scores is not None
+                else score,
+                sparse=(sparse_scores or {}).get(pid),
+                content=cosine(query_unit, content) if content else None,
+            )
+        )
+    return found
+
+
+Plan = Literal["hybrid", "dense", "sparse", "nothing"]
+
+
+def plan(mode: str, sparse: SparseVector | None) -> Plan:
+    """Which query a search runs: an unknown mode is a bug and raises; a BM25-only query with no
+    terms (None, or stop words only) has nothing to find."""
+    if mode not in ("hybrid", "dense", "sparse"):
+        raise ValueError(f"search mode must be 'hybrid', 'dense' or 'sparse', got {mode!r}")
+    if mode == "sparse":
+        return "sparse" if sparse is not None and sparse.indices else "nothing"
+    return "dense" if mode == "dense" or sparse is None else "hybrid"
+
+
+def sparse_hits(
+    rows: Iterable[tuple[str, dict[str, Any], float, object]], query_unit: Sequence[float]
+) -> list[Hit]:
+    """Hits of a BM25-only query: the engine score is both the fused and the sparse score."""
+    found = list(rows)
+    return hits(found, query_unit, {pid: score for pid, _, score, _ in found})
+
+
+def exact_hits(rows: Iterable[tuple[str, dict[str, Any]]]) -> list[Hit]:
+    return [Hit(id=pid, payload=payload, fused=1.0, dense=1.0) for pid, payload in rows]

@@ -1,0 +1,270 @@
+"""The `guardrag` command: ingest, ask, batch, graph."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from tqdm import tqdm
+
+from guardrag.config.settings import (
+    SettingsError,
+    describe_settings,
+    load_settings,
+    validate_kb_name,
+)
+from guardrag.contract import Result
+from guardrag.core.audit.logs import configure_json_logging
+from guardrag.core.embedder import EmbedderUnavailable
+from guardrag.core.jsonl import read_objects
+from guardrag.core.kb.ingest import IngestError
+from guardrag.core.store import IndexUnavailable
+from guardrag.faces.cli.audit import audit_app
+from guardrag.faces.cli.eval import eval_command
+from guardrag.faces.cli.llm import llm_app
+from guardrag.faces.cli.serve import serve
+
+_ENV_HELP = "\n\n".join(f"{name}: {text}" for name, text in describe_settings())
+app = typer.Typer(
+    help="Answers questions only from a verified knowledge base.\n\nSettings (environment or .env):\n\n"
+    + _ENV_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+KbOption = Annotated[
+    str | None, typer.Option("--kb", help="Knowledge base name (default GUARDRAG_DEFAULT_KB).")
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    return typer.Exit(code=2)
+
+
+def _kb(name: str | None) -> str:
+    try:
+        return validate_kb_name(name or load_settings().default_kb)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="FAQ files (.json, .jsonl, .csv) or documents (.md, .txt, .jsonl with text)."
+        ),
+    ],
+    kb: KbOption = None,
+    description: Annotated[
+        str | None, typer.Option(help="What the KB is about, e.g. 'Kinetic Wallet'.")
+    ] = None,
+    fallback_url: Annotated[
+        str | None, typer.Option(help="Help-centre URL shown when nothing fits.")
+    ] = None,
+    columns: Annotated[
+        str | None, typer.Option(help="Column names, e.g. question=Q,answer=A,id=ref.")
+    ] = None,
+    skip_bad_rows: Annotated[
+        bool, typer.Option(help="Report and skip malformed rows instead of stopping.")
+    ] = False,
+) -> None:
+    """Add or update a knowledge base from files (idempotent; removes rows deleted from a file)."""
+    from guardrag.core.embedder import OnnxEmbedder
+    from guardrag.core.kb.ingest import ingest as run_ingest
+    from guardrag.core.kb.ingest import load_entries, parse_columns
+    from guardrag.core.store import store_from_settings
+
+    name = _kb(kb)
+    settings = load_settings()
+    mapping = parse_columns(columns)
+    total = len(load_entries(paths, mapping, skip_bad_rows)[0])
+    store = store_from_settings(settings)
+    try:
+        with tqdm(total=total, desc=f"ingest {name}", unit="entry", file=sys.stderr) as bar:
+            report = run_ingest(
+                store,
+                OnnxEmbedder(),
+                name,
+                paths,
+                columns=mapping,
+                description=description,
+                fallback_url=fallback_url,
+                skip_bad_rows=skip_bad_rows,
+                progress=bar.update,
+            )
+            bar.update(total - bar.n)
+    finally:
+        store.close()
+    for problem in report.skipped:
+        typer.secho(f"skipped: {problem}", fg=typer.colors.YELLOW, err=True)
+    for entry in report.flagged:
+        typer.secho(f"quarantined: {entry}", fg=typer.colors.YELLOW, err=True)
+    typer.echo(report.summary())
+
+
+def _print_result(result: Result) -> None:
+    if result.outcome == "answered":
+        typer.echo(result.answer)
+        for number, citation in enumerate(result.citations, start=1):
+            typer.echo(
+                f"  [{number}] {citation.title} ({citation.source_id}) {citation.url or ''}".rstrip()
+            )
+        typer.secho(
+            f"  route: {result.route}  confidence: {result.confidence:.2f}  {result.latency_ms:.0f} ms",
+            dim=True,
+        )
+    else:
+        assert result.refusal is not None
+        typer.echo(result.answer)
+        r = result.refusal
+        typer.secho(
+            f"  refused: {r.reason.value} ({r.kind}) at {r.stage}  {result.latency_ms:.0f} ms",
+            dim=True,
+        )
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    kb: KbOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the full result object as JSON.")
+    ] = False,
+    thread: Annotated[
+        str | None,
+        typer.Option(help="Conversation id: follow-ups are understood from its earlier turns."),
+    ] = None,
+) -> None:
+    """Answer one question (or refuse it, with the reason)."""
+    from guardrag.faces.service import Guardrag
+    from guardrag.faces.threads import ThreadError, validate_thread_id
+
+    try:
+        thread_id = None if thread is None else validate_thread_id(thread)
+    except ThreadError as exc:
+        raise _fail(str(exc)) from None
+    bot = Guardrag.from_settings(source="cli")
+    try:
+        result = bot.ask(question, _kb(kb), thread_id=thread_id)
+    finally:
+        bot.close()
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        _print_result(result)
+
+
+def _read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """(line, row) pairs; a row that is not a usable object comes back as an error string."""
+    for number, row in read_objects(path):
+        question = row.get("question", row.get("query")) if isinstance(row, dict) else None
+        if isinstance(row, str):
+            yield number, row
+        elif not isinstance(question, str):
+            yield number, f"{path}:{number}: expected an object with a 'question' string"
+        else:
+            yield number, {"id": row.get("id", f"line-{number}"), "question": question}
+
+
+@app.command()
+def batch(
+    input_path: Annotated[
+        Path, typer.Argument(metavar="IN.jsonl", help='Rows {"id": ..., "question": ...}.')
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Where to write one result object per row.")],
+    kb: KbOption = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=64, help="Questions answered in parallel.")
+    ] = 4,
+) -> None:
+    """Answer a JSONL file of questions; bad rows are reported and skipped, output keeps input order."""
+    from guardrag.faces.service import Guardrag
+
+    if not input_path.is_file():
+        raise _fail(f"{input_path}: no such file")
+    rows, bad = [], []
+    for _, row in _read_rows(input_path):
+        if isinstance(row, str):
+            bad.append(row)
+        else:
+            rows.append((str(row["id"]), str(row["question"])))
+    for problem in bad:
+        typer.secho(f"skipped: {problem}", fg=typer.colors.YELLOW, err=True)
+    name = _kb(kb)
+    bot = Guardrag.from_settings(source="batch")
+    counts = {"answered": 0, "refused": 0}
+    try:
+        with (
+            out.open("w", encoding="utf-8") as sink,
+            tqdm(total=len(rows), desc="batch", unit="q", file=sys.stderr) as bar,
+        ):
+            for result in bot.ask_many(rows, name, concurrency=concurrency, on_done=bar.update):
+                sink.write(result.model_dump_json() + "\n")
+                counts[result.outcome] += 1
+    finally:
+        bot.close()
+    typer.echo(
+        f"{len(rows)} questions: {counts['answered']} answered, {counts['refused']} refused; {len(bad)} bad rows skipped -> {out}"
+    )
+
+
+@app.command()
+def graph(
+    mermaid: Annotated[
+        bool, typer.Option("--mermaid", help="Print the graph as Mermaid text.")
+    ] = False,
+    png: Annotated[
+        Path | None,
+        typer.Option("--png", help="Render the graph to a PNG file (offline, Graphviz)."),
+    ] = None,
+) -> None:
+    """Show the pipeline graph."""
+    from guardrag.graph.builder import build_graph
+
+    drawable = build_graph().get_graph()
+    if png is not None:
+        drawable.draw_png(str(png))
+        typer.echo(f"wrote {png}")
+    if mermaid or png is None:
+        typer.echo(drawable.draw_mermaid() if mermaid else drawable.draw_ascii())
+
+
+@app.command()
+def kbs() -> None:
+    """List knowledge bases with their entry counts and snapshot ids."""
+    from guardrag.core.store import store_from_settings
+
+    settings = load_settings()
+    store = store_from_settings(settings)
+    try:
+        for name in store.list_kbs():
+            info = store.kb_info(name)
+            if info:
+                typer.echo(
+                    f"{name}\t{info.count} entries\tsnapshot {info.snapshot_id}\t{info.updated_at}\t{info.description}"
+                )
+    finally:
+        store.close()
+
+
+app.add_typer(audit_app, name="audit")
+app.add_typer(llm_app, name="llm")
+app.command()(serve)
+app.command("eval")(eval_command)
+
+
+def main() -> None:
+    """Console entry point: known failures become one clear line and exit code 2, never a traceback."""
+    try:
+        if load_settings().log_json:
+            configure_json_logging()
+        app()
+    except (SettingsError, IngestError, IndexUnavailable, EmbedderUnavailable, OSError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
