@@ -1,6 +1,2 @@
-"""Configuration: process settings (env), per-run knobs (RunnableConfig) and prompts."""
-
-from guardrag.config.run_config import RunConfig
-from guardrag.config.settings import Settings, SettingsError, load_settings
-
-__all__ = ["RunConfig", "Settings", "SettingsError", "load_settings"]
+"""Configuration: process settings (settings.py), per-run knobs (run_config.py), prompts,
+refusal messages, exemplars and pricing. Nothing is imported here, so each stays cheap."""

@@ -12,8 +12,10 @@ from urllib.parse import urlparse
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from guardrag.contract import GuardragError
 
-class SettingsError(RuntimeError):
+
+class SettingsError(GuardragError, RuntimeError):
     """A GUARDRAG_* setting is missing or malformed."""
 
 

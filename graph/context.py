@@ -27,3 +27,16 @@ class Services:
     kb_stats: KBStatsCache = field(default_factory=KBStatsCache)
     chat_model: BaseChatModel | None = None
     model_name: str = field(default="")
+
+    def model_names(self) -> dict[str, str | None]:
+        """The models behind a run (for the audit log): chat (None when unset), embedder, reranker."""
+        return {
+            "chat": self.model_name if self.chat_model is not None else None,
+            "embedder": str(getattr(self.embedder, "model_name", type(self.embedder).__name__)),
+            "reranker": self.reranker.name,
+        }
+
+    def snapshot_id(self, kb: str) -> str | None:
+        """The KB snapshot the last run saw, when its statistics are loaded."""
+        stats = self.kb_stats.peek(kb)
+        return stats.snapshot_id if stats is not None else None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, fields
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, Union, get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel
 
 from guardrag.contract import Citation, Decision, Refusal, Route, Usage
 from guardrag.core.store import Hit
@@ -81,3 +84,29 @@ class PipelineState(InputState, total=False):
     usage: Usage
     trail: Annotated[list[Decision], add_decisions]
     history: Annotated[list[Turn], add_turns]
+
+
+#: Fields a thread keeps from one turn to the next; everything else is per turn.
+KEPT_ACROSS_TURNS = frozenset({*InputState.__annotations__, "history"})
+
+
+def fresh_turn() -> dict[str, Any]:
+    """The value each per-turn field starts from, derived from the fields' own types:
+    a list is empty, a number 0, text "", an optional None, a model its defaults, and the
+    trail None (its reducer starts a new one). A field of any other type raises, so a new
+    field cannot be forgotten here."""
+    fresh: dict[str, Any] = {}
+    for name, hint in get_type_hints(PipelineState, include_extras=True).items():
+        if name in KEPT_ACROSS_TURNS:
+            continue
+        if get_origin(hint) is Annotated or (
+            get_origin(hint) in (types.UnionType, Union) and type(None) in get_args(hint)
+        ):  # a reducer: None tells add_decisions to start over
+            fresh[name] = None
+        elif get_origin(hint) is list:
+            fresh[name] = []
+        elif hint in (str, float, int) or (isinstance(hint, type) and issubclass(hint, BaseModel)):
+            fresh[name] = hint()
+        else:
+            raise TypeError(f"PipelineState.{name}: no fresh value for {hint!r}")
+    return fresh

@@ -8,6 +8,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 
+class GuardragError(Exception):
+    """A known failure with a message fit for the user (bad settings, file, knob or index).
+
+    Faces catch this one class: the CLI prints the message and exits 2, the API answers 4xx.
+    """
+
+
 class RefusalReason(StrEnum):
     """Why a question was refused. Extend with care, never rename: auditors read these."""
 

@@ -23,7 +23,6 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
 from guardrag.core.grounding.claims import (
-    DEFAULT_MIN_SIMILARITY,
     GroundingReport,
     Passage,
     check_grounding,
@@ -58,7 +57,7 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         )
         for n, p in enumerate(passages, start=1)
     ]
-    min_similarity = run.grounding_min_similarity or DEFAULT_MIN_SIMILARITY
+    min_similarity = run.grounding_min_similarity
     draft, pruned = state["draft"], tuple[str, ...]()
     embedder = runtime.context.embedder
     judge = runtime.context.chat_model if run.grounding_judge else None

@@ -12,26 +12,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from guardrag.contract import Usage
-from guardrag.graph.state import PipelineState
+from guardrag.graph.state import PipelineState, fresh_turn
 from guardrag.nodes.common import NodeRuntime
 
-#: The value every per-turn field starts from (`trail: None` starts a fresh trail).
-FRESH_TURN: dict[str, Any] = {
-    "query_vector": [],
-    "domain": None,
-    "kb_similarity": 0.0,
-    "candidates": [],
-    "passages": [],
-    "draft": "",
-    "answer": "",
-    "route": None,
-    "citations": [],
-    "confidence": 0.0,
-    "refusal": None,
-    "usage": Usage(),
-    "trail": None,
-}
+#: The value every per-turn field starts from, derived from the state's own fields.
+FRESH_TURN = fresh_turn()
 
 
 def start_turn(

@@ -117,7 +117,12 @@ def main() -> int:
         def ask(question: str) -> Result:
             result = bot.ask(question, KB)
             if not hooked:
-                sink.record(result, kb=KB, services=services)
+                sink.record(
+                    result,
+                    kb=KB,
+                    models=services.model_names(),
+                    snapshot_id=services.snapshot_id(KB),
+                )
             return result
 
         started = time.perf_counter()

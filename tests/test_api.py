@@ -27,9 +27,10 @@ from guardrag.config.settings import Settings
 from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.store import VectorStore
-from guardrag.faces.api import RecentResults, answer_chunks, create_app
+from guardrag.faces.api import create_app
 from guardrag.faces.ratelimit import RateLimiter
 from guardrag.faces.service import Guardrag, build_services
+from guardrag.faces.views import RecentResults, answer_chunks
 from guardrag.graph.context import Services
 from tests.conftest import KB
 from tests.fakes import ScriptedChatModel

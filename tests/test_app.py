@@ -19,7 +19,6 @@ from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.core.audit import AuditSink, SQLiteAuditStore
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.server import ServerStore
-from guardrag.faces.api import RecentResults
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui import (
     CSS,
@@ -43,6 +42,7 @@ from guardrag.faces.ui import (
     session_thread,
     trail_rows,
 )
+from guardrag.faces.views import RecentResults
 from guardrag.graph.context import Services
 from tests.conftest import KB
 from tests.test_api import ATTACK, TOP_UP, free_port, make_bot, services  # noqa: F401

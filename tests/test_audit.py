@@ -506,7 +506,12 @@ def test_replay_reports_the_edit_of_the_cited_entry(
     question = "How do I sign up for Kinetic Wallet?"
     result = bot.ask(question, KB)
     assert result.citations[0].source_id == "kw-account-001"
-    sink.record(result, kb=KB, services=bot.services)
+    sink.record(
+        result,
+        kb=KB,
+        models=bot.services.model_names(),
+        snapshot_id=bot.services.snapshot_id(KB),
+    )
     assert sink.flush()
     audit = SQLiteAuditStore(db)
 

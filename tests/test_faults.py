@@ -240,6 +240,7 @@ def test_embedder_that_cannot_load_is_one_clear_line(
         )
 
     monkeypatch.setattr(embedder, "default_model_files", missing)
+    embedder.load_embedder.cache_clear()  # the process may have loaded the model already
     monkeypatch.setenv("GUARDRAG_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("GUARDRAG_LLM_LOCAL", "false")
     monkeypatch.setattr(sys, "argv", ["guardrag", "ask", FAQ_QUESTION, "--kb", KB])

@@ -14,10 +14,13 @@ import importlib.util
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from guardrag.contract import GuardragError
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIM = 384
@@ -28,7 +31,7 @@ BATCH_TOKENS = 512
 MAX_BATCH = 64
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(GuardragError, RuntimeError):
     """The embedding model or its tokenizer is not installed or cannot be loaded."""
 
 
@@ -100,6 +103,7 @@ class OnnxEmbedder:
     def __init__(
         self, model_path: Path | None = None, tokenizer_path: Path | None = None, threads: int = 0
     ) -> None:
+        # lazy: onnxruntime takes a second to import; commands that never embed skip it
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -163,3 +167,10 @@ class OnnxEmbedder:
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+@lru_cache(maxsize=1)
+def load_embedder() -> OnnxEmbedder:
+    """The project's embedding model, loaded once per process (ingest, guards and the pipeline
+    share it)."""
+    return OnnxEmbedder()

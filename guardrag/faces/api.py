@@ -11,13 +11,10 @@ import hmac
 import json
 import logging
 import math
-import re
 import threading
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, Literal
 
@@ -35,90 +32,22 @@ from guardrag.contract import Result
 from guardrag.core import metrics
 from guardrag.core.audit import AuditRecord, SqlAuditStore, open_audit_store
 from guardrag.core.audit.sink import default_audit_url
-from guardrag.core.store import VectorStore
 from guardrag.faces.ratelimit import RateLimiter
 from guardrag.faces.service import Guardrag
 from guardrag.faces.threads import THREAD_PATTERN
+from guardrag.faces.views import KBSummary, RecentResults, answer_chunks, kb_summaries
 
 log = logging.getLogger("guardrag.api")
 
 KB_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 UI_PATH = "/ui"
 API_PREFIX = "/v1"
-_WORDS = re.compile(r"\s*\S+")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-# --- shared with the UI -------------------------------------------------------------------
-
-
-class KBSummary(BaseModel):
-    """One knowledge base as listed by GET /v1/kbs and the UI's Knowledge base tab."""
-
-    name: str
-    description: str = ""
-    entries: int = 0
-    snapshot_id: str = ""
-    updated_at: str = ""
-
-
-def kb_summaries(store: VectorStore, allowed: frozenset[str] | None = None) -> list[KBSummary]:
-    """Every published KB of `store` (of `allowed` only, unless None), by name."""
-    summaries = []
-    for name in sorted(store.list_kbs()):
-        if allowed is not None and name not in allowed:
-            continue
-        info = store.kb_info(name)
-        if info is not None:
-            summaries.append(
-                KBSummary(
-                    name=name,
-                    description=info.description,
-                    entries=info.count,
-                    snapshot_id=info.snapshot_id,
-                    updated_at=info.updated_at,
-                )
-            )
-    return summaries
-
-
-def answer_chunks(text: str, words: int = 3) -> list[str]:
-    """`text` cut into pieces of a few words each (leading whitespace kept), for a streamed feel."""
-    tokens = _WORDS.findall(text)
-    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """A result and when it was answered (UTC)."""
-
-    at: datetime
-    result: Result
-
-
-class RecentResults:
-    """The last `size` results, in memory, newest first (the Audit tab's source until the
-    persistent audit store plugs in). Thread-safe: API workers and UI events both add."""
-
-    def __init__(self, size: int = 200) -> None:
-        self._items: deque[Recorded] = deque(maxlen=size)
-        self._lock = threading.Lock()
-
-    def add(self, result: Result) -> None:
-        with self._lock:
-            self._items.appendleft(Recorded(datetime.now(UTC), result))
-
-    def items(self) -> list[Recorded]:
-        with self._lock:
-            return list(self._items)
-
-    def get(self, request_id: str) -> Recorded | None:
-        return next((r for r in self.items() if r.result.request_id == request_id), None)
 
 
 # --- request / response bodies ------------------------------------------------------------
@@ -536,12 +465,10 @@ def create_app(
 
 
 def _mount_ui(app: FastAPI, bot: Guardrag, recent: RecentResults) -> None:
+    # lazy: Gradio takes seconds to import; an API without the UI never pays for it
     import gradio as gr
 
-    from guardrag.faces.ui import (  # the Gradio app lives at the repo root (python app.py)
-        CSS,
-        build_app,
-    )
+    from guardrag.faces.ui import CSS, build_app  # lazy: with Gradio
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

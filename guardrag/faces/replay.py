@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from guardrag.core.audit.record import AuditRecord, build_record, model_names
+from guardrag.core.audit.record import AuditRecord, build_record
 from guardrag.core.audit.store import SqlAuditStore
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def replay(store: SqlAuditStore, request_id: str, bot: Guardrag) -> ReplayReport
         kb=original.kb,
         knobs=original.config,
         snapshot_id=info.snapshot_id if info else None,
-        models=model_names(bot.services),
+        models=bot.services.model_names(),
         source="replay",
     )
     report = ReplayReport(original, replayed)

@@ -17,12 +17,13 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import Durability
 
+from guardrag.config.run_config import RunConfig
 from guardrag.config.settings import Settings, load_settings, validate_kb_name
 from guardrag.contract import Refusal, Result, Usage
 from guardrag.core import metrics
 from guardrag.core.audit import AuditSink
 from guardrag.core.classify import DomainClassifier
-from guardrag.core.embedder import Embedder, OnnxEmbedder
+from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards import InputGuard, OutputGuard
 from guardrag.core.llm.client import load_chat_model, model_name
 from guardrag.core.rerank import Reranker, load_reranker
@@ -44,7 +45,7 @@ def build_services(
     reranker: Reranker | None = None,
 ) -> Services:
     """Real services from settings; tests pass fakes for any of them."""
-    embedder = embedder or OnnxEmbedder()
+    embedder = embedder or load_embedder()
     return Services(
         store=store or store_from_settings(settings),
         embedder=embedder,
@@ -109,7 +110,12 @@ class Guardrag:
         metrics.observe(result)
         if self.audit:
             self.audit.record(
-                result, kb=kb, knobs=knobs, services=self.services, thread_id=thread_id
+                result,
+                kb=kb,
+                knobs=knobs,
+                models=self.services.model_names(),
+                snapshot_id=self.services.snapshot_id(kb),
+                thread_id=thread_id,
             )
         return result
 
@@ -122,7 +128,11 @@ class Guardrag:
         knobs: dict[str, Any] | None = None,
         thread_id: str | None = None,
     ) -> tuple[Result, dict[str, Any]]:
-        """The result and the graph's final state, recorded nowhere (evaluation uses this)."""
+        """The result and the graph's final state, recorded nowhere (evaluation uses this).
+
+        Raises KnobError for a knob that does not exist or a value out of its range.
+        """
+        RunConfig.checked(knobs)
         request_id = str(uuid.uuid4())
         start = time.perf_counter()
         config: Any = {

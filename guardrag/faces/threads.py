@@ -15,7 +15,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Usage
+from guardrag.contract import Citation, Decision, GuardragError, Refusal, RefusalReason, Usage
 from guardrag.graph.builder import build_graph
 from guardrag.graph.state import Candidate, Turn
 
@@ -26,7 +26,7 @@ THREAD_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 _THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,159}$")
 
 
-class ThreadError(ValueError):
+class ThreadError(GuardragError, ValueError):
     """A thread id that cannot name a conversation."""
 
 

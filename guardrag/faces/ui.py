@@ -32,8 +32,8 @@ from guardrag.core.audit import AuditRecord, AuditSchemaError, AuditUnavailable,
 from guardrag.core.audit.sink import default_audit_url
 from guardrag.core.audit.store import open_audit_store
 from guardrag.core.kb.ingest import IngestError, ingest, load_entries
-from guardrag.faces.api import RecentResults, Recorded, answer_chunks, kb_summaries
 from guardrag.faces.service import Guardrag
+from guardrag.faces.views import RecentResults, Recorded, answer_chunks, kb_summaries
 
 log = logging.getLogger("guardrag.app")
 
@@ -558,7 +558,7 @@ def ingest_upload(
 
 def graph_png(directory: Path) -> Path | None:
     """The pipeline graph drawn offline by Graphviz, or None (logged) if it cannot be drawn."""
-    from guardrag.graph.builder import build_graph
+    from guardrag.graph.builder import build_graph  # lazy: only when the picture is drawn
 
     path = directory / "guardrag-graph.png"
     try:

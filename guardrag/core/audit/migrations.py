@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from guardrag.contract import GuardragError
+
 Dialect = Literal["sqlite", "postgres"]
 
 
-class AuditSchemaError(RuntimeError):
+class AuditSchemaError(GuardragError, RuntimeError):
     """The store's schema does not match this code's migrations (newer, or edited)."""
 
 

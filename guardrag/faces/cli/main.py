@@ -1,4 +1,8 @@
-"""The `guardrag` command: ingest, ask, batch, graph."""
+"""The `guardrag` command: ingest, ask, batch, graph, kbs (and audit, eval, llm, serve).
+
+A short command pays only for what it uses: this module imports Typer and the settings; each
+command imports the pipeline, the embedder, the web server or the UI when it runs.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from tqdm import tqdm
 
-from guardrag.config.settings import (
-    SettingsError,
-    describe_settings,
-    load_settings,
-    validate_kb_name,
-)
-from guardrag.contract import Result
+from guardrag.config.settings import describe_settings, load_settings, validate_kb_name
+from guardrag.contract import GuardragError, Result
 from guardrag.core.audit.logs import configure_json_logging
-from guardrag.core.embedder import EmbedderUnavailable
 from guardrag.core.jsonl import read_objects
-from guardrag.core.kb.ingest import IngestError
-from guardrag.core.store import IndexUnavailable
 from guardrag.faces.cli.audit import audit_app
 from guardrag.faces.cli.eval import eval_command
 from guardrag.faces.cli.llm import llm_app
@@ -34,6 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: Rich costs a tenth of a second to import
 )
 KbOption = Annotated[
     str | None, typer.Option("--kb", help="Knowledge base name (default GUARDRAG_DEFAULT_KB).")
@@ -75,10 +71,13 @@ def ingest(
     ] = False,
 ) -> None:
     """Add or update a knowledge base from files (idempotent; removes rows deleted from a file)."""
-    from guardrag.core.embedder import OnnxEmbedder
-    from guardrag.core.kb.ingest import ingest as run_ingest
-    from guardrag.core.kb.ingest import load_entries, parse_columns
-    from guardrag.core.store import store_from_settings
+    # lazy: the embedding model, the guards and the index load only for this command
+    from tqdm import tqdm
+
+    from guardrag.core.embedder import load_embedder  # lazy: see above
+    from guardrag.core.kb.ingest import ingest as run_ingest  # lazy: see above
+    from guardrag.core.kb.ingest import load_entries, parse_columns  # lazy: see above
+    from guardrag.core.store import store_from_settings  # lazy: see above
 
     name = _kb(kb)
     settings = load_settings()
@@ -89,7 +88,7 @@ def ingest(
         with tqdm(total=total, desc=f"ingest {name}", unit="entry", file=sys.stderr) as bar:
             report = run_ingest(
                 store,
-                OnnxEmbedder(),
+                load_embedder(),
                 name,
                 paths,
                 columns=mapping,
@@ -142,13 +141,10 @@ def ask(
     ] = None,
 ) -> None:
     """Answer one question (or refuse it, with the reason)."""
-    from guardrag.faces.service import Guardrag
-    from guardrag.faces.threads import ThreadError, validate_thread_id
+    from guardrag.faces.service import Guardrag  # lazy: the pipeline loads only to answer
+    from guardrag.faces.threads import validate_thread_id  # lazy: with the pipeline
 
-    try:
-        thread_id = None if thread is None else validate_thread_id(thread)
-    except ThreadError as exc:
-        raise _fail(str(exc)) from None
+    thread_id = None if thread is None else validate_thread_id(thread)
     bot = Guardrag.from_settings(source="cli")
     try:
         result = bot.ask(question, _kb(kb), thread_id=thread_id)
@@ -184,7 +180,9 @@ def batch(
     ] = 4,
 ) -> None:
     """Answer a JSONL file of questions; bad rows are reported and skipped, output keeps input order."""
-    from guardrag.faces.service import Guardrag
+    from tqdm import tqdm  # lazy: with the pipeline
+
+    from guardrag.faces.service import Guardrag  # lazy: the pipeline loads only to answer
 
     if not input_path.is_file():
         raise _fail(f"{input_path}: no such file")
@@ -225,7 +223,7 @@ def graph(
     ] = None,
 ) -> None:
     """Show the pipeline graph."""
-    from guardrag.graph.builder import build_graph
+    from guardrag.graph.builder import build_graph  # lazy: LangGraph loads only to draw
 
     drawable = build_graph().get_graph()
     if png is not None:
@@ -238,7 +236,7 @@ def graph(
 @app.command()
 def kbs() -> None:
     """List knowledge bases with their entry counts and snapshot ids."""
-    from guardrag.core.store import store_from_settings
+    from guardrag.core.store import store_from_settings  # lazy: the index engine loads here
 
     settings = load_settings()
     store = store_from_settings(settings)
@@ -265,6 +263,6 @@ def main() -> None:
         if load_settings().log_json:
             configure_json_logging()
         app()
-    except (SettingsError, IngestError, IndexUnavailable, EmbedderUnavailable, OSError) as exc:
+    except (GuardragError, OSError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         sys.exit(2)

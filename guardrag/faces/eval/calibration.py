@@ -30,10 +30,10 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from guardrag.config.run_config import RunConfig
-from guardrag.core.grounding.claims import DEFAULT_MIN_SIMILARITY
 from guardrag.faces.eval.evaluate import Evaluated, is_gold
 from guardrag.faces.eval.report import md_table, pending_llm, pyplot
 from guardrag.graph.context import Services
+from guardrag.nodes.ground import ground
 
 #: Collection pass: every question that the guards and the fixed classify rules let through
 #: reaches rerank, and every one that has evidence reaches the LLM (no verbatim shortcut).
@@ -102,8 +102,6 @@ def features(
 ) -> Features:
     """Features from a collection pass run with COLLECT_KNOBS; drafts are re-grounded here with
     the real `ground` node at each grounding threshold."""
-    from guardrag.nodes.ground import ground
-
     runtime = Runtime(context=services)
     drafted = any(r.trace.draft for r in rows)
     grid = tuple(grounding_grid) if drafted else (0.0,)
@@ -234,7 +232,7 @@ def sweep(
         "faq_answer_threshold",
     )
     now = {k: float(getattr(current, k)) for k in order}
-    now_grounding = now["grounding_min_similarity"] or DEFAULT_MIN_SIMILARITY
+    now_grounding = now["grounding_min_similarity"]
     spans = {k: (max(grid[k]) - min(grid[k])) or 1.0 for k in order}
 
     def distance(index: tuple[int, ...]) -> float:
@@ -340,7 +338,7 @@ def plot(cal: Calibration, path: Path) -> Path:
         xs, ys = zip(*curve, strict=True)
         ax.plot(xs, ys, marker=".", color="#264653")
         ax.axvline(
-            float(cal.current["knobs"][knob]) or DEFAULT_MIN_SIMILARITY,
+            float(cal.current["knobs"][knob]),
             color="#e76f51",
             linestyle="--",
             label="current",

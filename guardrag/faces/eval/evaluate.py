@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guardrag.contract import Result
+from guardrag.contract import GuardragError, Result
 from guardrag.core.jsonl import read_objects
 from guardrag.core.rerank import FusedReranker, RerankUnavailable
 from guardrag.core.store import SearchMode, bm25
@@ -49,7 +49,7 @@ SYSTEMS: dict[str, tuple[SearchMode, bool]] = {
 }
 
 
-class GoldenError(ValueError):
+class GoldenError(GuardragError, ValueError):
     """A golden file that cannot be read; the message names the file and line."""
 
 
