@@ -23,10 +23,9 @@ class KnobError(GuardragError, ValueError):
     """A knob that does not exist, or a value out of its range; the message names the knob."""
 
 
-#: A similarity, score, share or ratio.
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
-#: A difference of two similarities.
-Margin = Annotated[float, Field(ge=-1.0, le=1.0)]
+#: A similarity, score, share, ratio or the difference of two: they lie in [-1, 1]; a threshold
+#: above 1 switches its rule off (tests and A/B runs do).
+Unit = Annotated[float, Field(ge=-1.0, le=2.0)]
 Count = Annotated[int, Field(ge=1)]
 
 
@@ -45,7 +44,7 @@ class RunConfig(BaseModel):
     domain_min_similarity: Unit = _knob(
         0.34, "Best cosine to any KB entry below which a question is out of domain."
     )
-    domain_margin: Margin = _knob(
+    domain_margin: Unit = _knob(
         0.02, "How much closer to the KB than to generic off-topic exemplars a question must be."
     )
     domain_confident_similarity: Unit = _knob(
@@ -77,7 +76,7 @@ class RunConfig(BaseModel):
     faq_answer_threshold: Unit = _knob(
         0.45, "Rerank score above which one FAQ entry is answered verbatim (no LLM)."
     )
-    faq_margin: Margin = _knob(
+    faq_margin: Unit = _knob(
         0.09, "Lead over the runner-up entry needed to answer an FAQ entry verbatim."
     )
     max_passages: Count = _knob(

@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
-from guardrag.core.grounding.claims import (
+from guardrag.core.grounding import (
     GroundingReport,
     Passage,
     check_grounding,

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from guardrag.core.embedder import Embedder, OnnxEmbedder  # noqa: E402
-from guardrag.core.grounding.claims import (  # noqa: E402
+from guardrag.core.grounding import (  # noqa: E402
     DEFAULT_MIN_OVERLAP,
     DEFAULT_MIN_SIMILARITY,
     Passage,

@@ -6,7 +6,7 @@ import pytest
 
 from guardrag.config import prompts
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.grounding.claims import DEFAULT_MIN_SIMILARITY, Passage
+from guardrag.core.grounding import DEFAULT_MIN_SIMILARITY, Passage
 from guardrag.core.grounding.drafts import check_draft, prune, tidy
 from guardrag.faces.service import Guardrag
 from tests.fakes import ScriptedChatModel

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from guardrag.core.embedder import Embedder, EmbedderUnavailable, OnnxEmbedder
-from guardrag.core.grounding.claims import (
+from guardrag.core.grounding import (
     Passage,
     check_grounding,
     drawn_on,

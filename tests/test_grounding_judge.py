@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.grounding.claims import GroundingReport, Passage, check_grounding
+from guardrag.core.grounding import GroundingReport, Passage, check_grounding
 from guardrag.core.grounding.judge import judge_report
 from guardrag.faces.service import Guardrag
 from tests.fakes import ScriptedChatModel

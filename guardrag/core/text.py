@@ -1,4 +1,5 @@
-"""Text normalisation for matching: exact keys, content words and lexical coverage."""
+"""Text for matching, one set of rules for every stage: normalised keys, words, one stemmer,
+content words and lexical coverage (grounding builds its claim words on the same pieces)."""
 
 from __future__ import annotations
 
@@ -144,32 +145,42 @@ STOPWORDS = frozenset(
 
 def normalise(text: str) -> str:
     """Case, Unicode form, apostrophes, punctuation and whitespace folded: stage-1 exact key."""
-    text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).lower()
-    return " ".join(_NON_WORD.sub(" ", text).replace("'", "").split())
+    return " ".join(_NON_WORD.sub(" ", fold(text)).replace("'", "").split())
 
 
-def _stem(word: str) -> str:
-    """A deliberately light stemmer (plurals, -ing, -ed, final e): enough for word overlap.
-
-    "warnings", "warning" and "warned" all become "warn"; "requires" and "required" "requir".
-    """
+def stem(word: str) -> str:
+    """A deliberately crude stemmer: enough to match fee/fees, verify/verified, charge/charges,
+    warnings/warned, withdrawal/withdraw, transferred/transfer."""
     if len(word) > 4 and word.endswith("ies"):
         word = word[:-3] + "y"
+    elif len(word) > 5 and word.endswith("ing"):
+        word = word[:-3]
+    elif (len(word) > 4 and word.endswith("ed")) or (len(word) > 3 and word.endswith("es")):
+        word = word[:-2]
     elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            break
-    if len(word) > 3 and word.endswith("e"):
+    if len(word) > 7 and word.endswith("al"):
+        word = word[:-2]  # withdrawal -> withdraw, approval -> approv(e)
+    if len(word) > 2 and word.endswith("e"):
         word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+        word = word[:-1]  # transferred -> transferr -> transfer
     return word
 
 
+def fold(text: str) -> str:
+    """Unicode form, apostrophes and case folded; punctuation kept."""
+    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).lower()
+
+
+def words(text: str) -> list[str]:
+    """Lower-case word tokens, a trailing clitic kept ("can't", "it's")."""
+    return _WORD.findall(fold(text))
+
+
 def content_words(text: str) -> list[str]:
-    """Lower-cased, lightly stemmed words that are not stopwords, in order."""
-    words = _WORD.findall(normalise(text))
-    return [_stem(w) for w in words if w not in STOPWORDS and len(w) > 1]
+    """Lightly stemmed words that are not question stopwords, in order."""
+    return [stem(w.replace("'", "")) for w in words(text) if w not in STOPWORDS and len(w) > 1]
 
 
 def question_key(text: str) -> str:
@@ -183,3 +194,8 @@ def coverage(query: str, text: str) -> float:
     if not wanted:
         return 0.0
     return len(wanted & set(content_words(text))) / len(wanted)
+
+
+def wordset(text: str) -> frozenset[str]:
+    """A frozenset of the whitespace-separated words of `text` (for word lists in source)."""
+    return frozenset(text.split())

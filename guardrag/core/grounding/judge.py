@@ -18,7 +18,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
-from guardrag.core.grounding.claims import ClaimSupport, GroundingReport, Passage, summarise
+from guardrag.core.grounding.claims import summarise
+from guardrag.core.grounding.report import ClaimSupport, GroundingReport, Passage
 
 log = logging.getLogger("guardrag.grounding")
 

@@ -1,0 +1,217 @@
+"""The checks no similarity can overrule: a claim's numbers are its passage's and about the
+same thing, it names nothing the passage does not, it keeps the passage's negation, and a
+"free" claim keeps the conditions under which the passage charges."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from guardrag.core.grounding.entities import entity_key, extract_entities
+from guardrag.core.grounding.evidence import Source, Unit, cite_label
+from guardrag.core.grounding.lexicon import content_words, negation_cues
+from guardrag.core.grounding.numbers import (
+    Mention,
+    clause_spans,
+    extract_mentions,
+    frequencies,
+    number_text,
+    same_fact,
+)
+from guardrag.core.grounding.split import VERB_HINTS, claim_parts
+from guardrag.core.text import stem
+from guardrag.core.text import words as tokens
+
+#: Words either side of a number that say what the number is about (for the swap check).
+NUMBER_CONTEXT_WORDS = 3
+
+#: Weight of a clause's words farther from a number than NUMBER_CONTEXT_WORDS.
+FAR_CONTEXT_WEIGHT = 0.5
+
+#: A source sentence "says what the claim says" when it holds this share of the claim's content
+#: words (and passes min_similarity); if its polarity differs, the claim is a negation flip.
+NEGATION_COVERAGE = 0.6
+
+# --- conditions on "free" ---
+
+#: A claim or clause saying something costs nothing.
+_FREE_RE = re.compile(
+    r"\b(?:free|no (?:fees?|charges?|cost)|without (?:any )?(?:fees?|charges?)"
+    r"|at no (?:extra )?cost|costs? nothing)\b",
+    re.IGNORECASE,
+)
+#: A clause that charges: a fee word (and, checked apart, a figure).
+_FEE_RE = re.compile(r"\b(?:fees?|charges?|charged|costs?|carry|carries)\b", re.IGNORECASE)
+#: A claim that states its own exception ("free except by credit card") keeps the condition.
+_EXCEPTION_RE = re.compile(
+    r"\b(?:except|only|but|unless|apart from|other than|excluding)\b", re.IGNORECASE
+)
+_PRICE_WORDS = frozenset({"fre", "fe", "charg", "cost"})
+
+
+def number_problem(claim: str, sources: Sequence[Source], sentence_sim: dict[str, float]) -> str:
+    """Why the claim's numbers are not those of the sources, or "" if they are."""
+    label = cite_label(s.passage.number for s in sources)
+    pool = [m for s in sources for m in s.mentions]
+    mentions = extract_mentions(claim)
+    for m in mentions:
+        if not any(same_fact(m, p) for p in pool):
+            return f"number {m.label()} not in passage {label}"
+    known = set().union(*(s.frequencies for s in sources))
+    for freq in sorted(frequencies(claim) - known):
+        return f"frequency 'per {freq}' not in passage {label}"
+    return _swap_problem(claim, mentions, sources, sentence_sim)
+
+
+def _swap_problem(
+    claim: str, mentions: list[Mention], sources: Sequence[Source], sentence_sim: dict[str, float]
+) -> str:
+    """A number that is in the passage but bound to something else there: "daily limit RM 20,000"
+    when it says "daily limit RM 5,000, monthly limit RM 20,000".
+
+    The clause a claim's number is about is the source clause sharing most of the words around the
+    number (near words count double); ties go to the clause whose sentence is closest in meaning.
+    It is a conflict only if that clause states another value of the same kind that the claim does
+    not also state ("from RM 5,000 to RM 10,000" names both) and no clause holding the claim's
+    value ranks as high.
+    """
+    norm = number_text(claim)
+    clauses = [c for s in sources for c in s.clauses]
+    for m in mentions:
+        near, far = _number_context(norm, m, mentions)
+        if m.kind == "number" or not near | far:
+            continue
+        ranked = [
+            (
+                len(near & c.words) + FAR_CONTEXT_WEIGHT * len(far & c.words),
+                round(sentence_sim.get(c.sentence, 0.0), 6),
+                c,
+            )
+            for c in clauses
+        ]
+        best = max((w, s) for w, s, _ in ranked)
+        if best[0] == 0:
+            continue
+        holding = [(w, s) for w, s, c in ranked if any(same_fact(m, x) for x in c.mentions)]
+        if holding and max(holding) >= best:
+            continue
+        for w, s, c in ranked:
+            rivals = [
+                x
+                for x in c.mentions
+                if (w, s) == best
+                and x.kind == m.kind
+                and not any(same_fact(y, x) for y in mentions)
+            ]
+            if rivals:
+                return (
+                    f"number {m.label()} conflicts with passage [{c.number}], which says "
+                    f"{rivals[0].label()}: '{c.text.strip()}'"
+                )
+    return ""
+
+
+def _number_context(norm: str, m: Mention, mentions: list[Mention]) -> tuple[set[str], set[str]]:
+    """Content words of the number's clause: the few nearest it, and the rest."""
+    for a, b in clause_spans(norm):
+        if a <= m.start < b:
+            left, right = norm[a : m.start], norm[m.end : b]
+            for other in mentions:  # other numbers and their units are not context
+                left = left.replace(other.surface, " ")
+                right = right.replace(other.surface, " ")
+            lw = [stem(w) for w in tokens(left) if content_words(w)]
+            rw = [stem(w) for w in tokens(right) if content_words(w)]
+            near = set(lw[-NUMBER_CONTEXT_WORDS:] + rw[:NUMBER_CONTEXT_WORDS])
+            return near, set(lw + rw) - near
+    return set(), set()
+
+
+def entity_problem(claim: str, sources: Sequence[Source]) -> str:
+    known = set().union(*(s.entities for s in sources))
+    for entity in extract_entities(claim):
+        key = entity_key(entity)
+        if key not in known and stem(key) not in known:
+            label = cite_label(s.passage.number for s in sources)
+            return f"entity '{entity}' not in passage {label}"
+    return ""
+
+
+def omitted_fee_problem(claim: str, sources: Sequence[Source]) -> str:
+    """ "Top-ups are free" where the passage makes some top-ups free and charges for others: the
+    claim drops the condition. Passes when the claim names what sets the free ones apart
+    ("FPX top-ups are free") or states the exception itself."""
+    if not _FREE_RE.search(claim) or _EXCEPTION_RE.search(claim):
+        return ""
+    words = content_words(claim) - _PRICE_WORDS
+    for src in sources:
+        if not words <= frozenset().union(*src.words.values()):
+            continue  # the claim is about something this passage does not talk about
+        clauses = [c for s in src.sentences for c in (claim_parts(s) or [s])]
+        free = [(c, content_words(c)) for c in clauses if _FREE_RE.search(c)]
+        charged = [
+            (c, content_words(c)) for c in clauses if _FEE_RE.search(c) and re.search(r"\d", c)
+        ]
+        for free_clause, free_words in free:
+            for clause, fee_words in charged:
+                if clause == free_clause:
+                    continue  # "free for the first 5, then RM0.50" states its own condition
+                if words & free_words & fee_words and not words & (free_words - fee_words):
+                    n = src.passage.number
+                    return (
+                        f"says free, but passage [{n}] charges for some of it: '{clause.strip()}'"
+                    )
+    return ""
+
+
+def unit_negation_problem(
+    words: set[str], negations: int, unit: Unit, sentence_sim: dict[str, float]
+) -> str:
+    """A claim supported only by several sentences together (a title and a guideline) keeps the
+    polarity of the one closest in meaning: "Promotions can show only benefits" takes its words
+    from "Promotions guide" and "...should avoid presenting benefits without balance"."""
+    statements = [
+        s
+        for s in unit.sentences
+        if words & content_words(s) and (set(tokens(s)) & VERB_HINTS or negation_cues(s))
+    ]  # a heading ("Promotions guide > crypto") has no polarity to keep
+    if not statements:
+        return ""
+    closest = max(statements, key=sentence_sim.__getitem__)
+    if negation_cues(closest) == negations:
+        return ""
+    return f"negation differs from passage {cite_label(unit.numbers)}: '{closest}'"
+
+
+def negation_problem(
+    words: set[str],
+    negations: int,
+    sources: Sequence[Source],
+    sentence_sim: dict[str, float],
+    min_similarity: float,
+) -> str:
+    """The source sentence that says what the claim says (near-total word coverage, similar
+    meaning) has the opposite polarity. A sentence of the same polarity that matches as well wins:
+    "Reloads are free. Reloads are not free on weekends." supports "Reloads are free"."""
+    if not words:
+        return ""
+    matching: list[tuple[float, bool, str, int]] = []
+    for src in sources:
+        for sentence in src.sentences:
+            sim = sentence_sim[sentence]
+            # The source is split the way claims are, so "X is free [1]" taken from
+            # "X is free, and there is no Y fee" is compared with its own clause, not with "no".
+            parts = claim_parts(sentence)
+            for text in (sentence, *parts) if len(parts) > 1 else (sentence,):
+                part_words = src.words[sentence] if text == sentence else content_words(text)
+                coverage = len(words & part_words) / len(words)
+                if coverage >= NEGATION_COVERAGE and sim >= min_similarity:
+                    same = negation_cues(text) == negations
+                    matching.append((round(coverage + sim, 6), same, sentence, src.passage.number))
+    if not matching:
+        return ""
+    top = max(m[0] for m in matching)
+    leaders = [m for m in matching if m[0] == top]
+    if any(same for _, same, _, _ in leaders):
+        return ""
+    _, _, sentence, number = leaders[0]
+    return f"negation differs from passage [{number}]: '{sentence}'"
