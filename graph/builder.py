@@ -20,12 +20,13 @@ from guardrag.nodes.classify import classify
 from guardrag.nodes.common import NodeRuntime
 from guardrag.nodes.contextualize import contextualize
 from guardrag.nodes.exact_match import exact_match
-from guardrag.nodes.finish import refuse, respond
 from guardrag.nodes.generate import generate
 from guardrag.nodes.ground import ground
 from guardrag.nodes.moderate_input import moderate_input
 from guardrag.nodes.moderate_output import moderate_output
+from guardrag.nodes.refuse import refuse
 from guardrag.nodes.rerank import rerank
+from guardrag.nodes.respond import respond
 from guardrag.nodes.retrieve import retrieve
 from guardrag.nodes.start_turn import start_turn
 

@@ -31,7 +31,8 @@ from _bench import (
 )
 
 from guardrag.core.embedder import DIM
-from guardrag.core.kb.ingest import Entry, point_id
+from guardrag.core.kb.entries import Entry
+from guardrag.core.kb.ingest import point_id
 from guardrag.core.store import KBInfo, Point, VectorStore, bm25
 from guardrag.core.store.edge import EdgeStore
 from guardrag.core.store.server import ServerStore

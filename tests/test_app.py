@@ -20,28 +20,25 @@ from guardrag.core.audit import AuditSink, SQLiteAuditStore
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.server import ServerStore
 from guardrag.faces.service import Guardrag
-from guardrag.faces.ui import (
+from guardrag.faces.ui.app import build_app, graph_png
+from guardrag.faces.ui.audit import audit_detail, audit_export, audit_view
+from guardrag.faces.ui.chat import (
+    chat_turn,
+    feedback_score,
+    record_feedback,
+    respond,
+    session_thread,
+)
+from guardrag.faces.ui.common import (
     CSS,
     DENIED,
     THINKING,
-    audit_detail,
-    audit_export,
-    audit_view,
-    build_app,
-    chat_turn,
     escape_text,
-    feedback_score,
     format_result,
-    graph_png,
-    ingest_upload,
-    kb_rows,
-    quarantine_rows,
-    record_feedback,
-    respond,
     safe_url,
-    session_thread,
     trail_rows,
 )
+from guardrag.faces.ui.kbs import ingest_upload, kb_rows, quarantine_rows
 from guardrag.faces.views import RecentResults
 from guardrag.graph.context import Services
 from tests.conftest import KB

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import REASON_KIND, Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.faces.eval import calibration
+from guardrag.faces.eval import metrics as eval_metrics
 from guardrag.faces.eval import report as eval_report
 from guardrag.faces.eval.evaluate import (
     Case,
@@ -84,8 +85,8 @@ ROWS = [
 
 
 def summary(rows: list[Evaluated] = ROWS, rankings: dict | None = None) -> dict:
-    info = eval_report.RunInfo("g.jsonl", "kb", "none", "fused", {}, 10, "en")
-    return eval_report.summarise(rows, rankings or {}, info)
+    info = eval_metrics.RunInfo("g.jsonl", "kb", "none", "fused", {}, 10, "en")
+    return eval_metrics.summarise(rows, rankings or {}, info)
 
 
 def test_decision_refusal_citation_and_block_metrics() -> None:
@@ -120,8 +121,8 @@ def test_latency_per_route_and_node() -> None:
     assert lat["route"]["semantic_match"]["n"] == 3
     assert lat["route"]["refused@moderate_input"]["p50"] == 5.0
     assert lat["node"]["rerank"]["n"] == 5
-    assert eval_report.percentile([1, 2, 3, 4], 50) == 2.5
-    assert eval_report.percentile([1.0, 2.0, 3.0, 4.0, 100.0], 95) == pytest.approx(80.8)
+    assert eval_metrics.percentile([1, 2, 3, 4], 50) == 2.5
+    assert eval_metrics.percentile([1.0, 2.0, 3.0, 4.0, 100.0], 95) == pytest.approx(80.8)
 
 
 def test_retrieval_metrics_and_baseline_answers() -> None:
@@ -144,13 +145,13 @@ def test_retrieval_metrics_and_baseline_answers() -> None:
 
 def test_compare_flags_regressions_only() -> None:
     old = summary()
-    assert eval_report.compare(old, old) == []
+    assert eval_metrics.compare(old, old) == []
     new = json.loads(json.dumps(old))
     new["metrics"]["decision_accuracy"] = 0.5
     new["metrics"]["false_block_rate"] = 0.5
     new["metrics"]["citation_accuracy"] = 0.9  # better: not flagged
     new["latency_ms"]["total"]["p95"] = old["latency_ms"]["total"]["p95"] * 3
-    found = eval_report.compare(old, new)
+    found = eval_metrics.compare(old, new)
     assert [f.split(":")[0] for f in found] == [
         "decision_accuracy",
         "false_block_rate",
@@ -309,7 +310,7 @@ def test_replay_at_the_current_knobs_matches_the_pipeline(bot: Guardrag) -> None
     feat = calibration.features(collected, bot.services, (0.5,))
     replay = calibration.sweep(feat, 5.0, RunConfig()).current
     right = sum(
-        r.result.outcome == "answered" and eval_report.cites_gold(r.result, r.gold) for r in real
+        r.result.outcome == "answered" and eval_metrics.cites_gold(r.result, r.gold) for r in real
     )
     assert (replay["correct"], replay["wrong"]) == (
         right,

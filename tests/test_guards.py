@@ -429,7 +429,7 @@ def test_shipped_exemplar_vectors_are_current() -> None:
     every process ~2 s of embedding at start-up."""
     import numpy as np
 
-    from guardrag.core.guards.exemplars import ATTACKS, BENIGN
+    from guardrag.config.exemplars.attacks import ATTACKS, BENIGN
     from guardrag.core.guards.semantic import VECTOR_CACHE, exemplar_digest
 
     attacks = [t for _, examples in ATTACKS.values() for t in examples]

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards import InputGuard, OutputGuard
-from guardrag.core.kb.ingest import IngestError, load_entries
+from guardrag.core.kb.entries import IngestError
+from guardrag.core.kb.readers import load_entries
 from guardrag.core.text import content_words, normalise, question_key
 
 GUARD = InputGuard(semantic=False)

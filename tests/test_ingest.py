@@ -10,13 +10,10 @@ import numpy as np
 import pytest
 
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.kb.ingest import (
-    IngestError,
-    chunk_sentences,
-    ingest,
-    load_entries,
-    parse_columns,
-)
+from guardrag.core.kb.chunking import chunk_sentences
+from guardrag.core.kb.entries import IngestError
+from guardrag.core.kb.ingest import ingest
+from guardrag.core.kb.readers import load_entries, parse_columns
 from guardrag.core.store import KBInfo, Point
 from guardrag.core.store.server import ServerStore
 

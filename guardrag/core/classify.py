@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from guardrag.config.exemplars import GREETINGS, OFF_TOPIC, OTHER_BRANDS
+from guardrag.config.exemplars.domain import GREETINGS, OFF_TOPIC, OTHER_BRANDS
 from guardrag.core.embedder import Embedder
 from guardrag.core.kb.stats import joined_words
 

@@ -7,7 +7,8 @@ from collections import defaultdict
 import numpy as np
 from pydantic import BaseModel
 
-from guardrag.core.audit.store import SqlAuditStore, filters
+from guardrag.core.audit.store import SqlAuditStore
+from guardrag.core.audit.store import where as audit_where
 
 
 class NodeLatency(BaseModel):
@@ -54,8 +55,8 @@ def compute_stats(
     store: SqlAuditStore, since: str | None = None, kb: str | None = None
 ) -> AuditStats:
     """Aggregates over the requests since `since` (ISO time or date) and of `kb`, if given."""
-    where, params = filters(since, kb)
-    q_where, q_params = filters(since, kb, prefix="r.")
+    where, params = audit_where(since=since, kb=kb or None)
+    q_where, q_params = audit_where(since=since, kb=kb or None, prefix="r.")
 
     def grouped(column: str) -> dict[str, int]:
         rows = store.query(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -169,8 +169,8 @@ class SqlAuditStore:
         """The newest `limit` records, newest first; of these KBs only, unless None."""
         if kbs is not None and not kbs:
             return []
-        where = f"WHERE kb IN ({', '.join('?' * len(kbs))})" if kbs is not None else ""
-        rows = self._records(where, [*(kbs or ()), limit], "ORDER BY seq DESC LIMIT ?")
+        clause, params = where(kb=kbs)
+        rows = self._records(clause, [*params, limit], "ORDER BY seq DESC LIMIT ?")
         return [self._to_record(r) for r in rows]
 
     def records(
@@ -178,10 +178,10 @@ class SqlAuditStore:
     ) -> Iterator[AuditRecord]:
         """Every record (optionally since an ISO time, of one KB), oldest first, read in pages
         so an export neither loads the whole log nor holds the connection between pages."""
-        where, params = filters(since, kb)
-        where = f"{where} AND seq > ?" if where else "WHERE seq > ?"
+        clause, params = where(since=since, kb=kb or None)
+        clause = f"{clause} AND seq > ?" if clause else "WHERE seq > ?"
         last = 0
-        while rows := self._records(where, [*params, last, page], "ORDER BY seq LIMIT ?"):
+        while rows := self._records(clause, [*params, last, page], "ORDER BY seq LIMIT ?"):
             yield from map(self._to_record, rows)
             last = int(rows[-1][0])
 
@@ -212,15 +212,29 @@ def _like(text: str) -> str:
     return text.replace("%", "").replace("_", "")
 
 
-def filters(since: str | None, kb: str | None, prefix: str = "") -> tuple[str, list[Any]]:
-    """A WHERE clause on requests' time and KB (`prefix` qualifies the columns)."""
-    clauses, params = [], []
+def where(
+    *, since: str | None = None, prefix: str = "", **equal: str | Collection[str] | None
+) -> tuple[str, list[Any]]:
+    """The one WHERE-clause builder of the audit queries: `ts >= since`, and `column = value`
+    (or `column IN (...)` for a collection) for each value that is not None. `prefix`
+    qualifies the columns ("r."); the column names are ours, the values are parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
     if since:
         clauses.append(f"{prefix}ts >= ?")
         params.append(since)
-    if kb:
-        clauses.append(f"{prefix}kb = ?")
-        params.append(kb)
+    for column, value in equal.items():
+        if value is None:
+            continue
+        if isinstance(value, str):
+            clauses.append(f"{prefix}{column} = ?")
+            params.append(value)
+        else:
+            values = list(value)
+            clauses.append(
+                f"{prefix}{column} IN ({', '.join('?' * len(values))})" if values else "0 = 1"
+            )
+            params.extend(values)
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from guardrag.config.exemplars.attacks import ATTACKS, BENIGN
 from guardrag.contract import RefusalReason
 from guardrag.core.embedder import Embedder, load_embedder
-from guardrag.core.guards.exemplars import ATTACKS, BENIGN
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.harmful import FICTION_CONTEXT
 from guardrag.core.guards.normalize import Normalized

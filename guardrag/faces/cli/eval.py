@@ -84,6 +84,7 @@ def eval_command(
     and plots; exits 1 when --compare finds a regression."""
     # lazy: the pipeline, plots and reports load only when `eval` runs
     from guardrag.faces.eval import calibration
+    from guardrag.faces.eval import metrics as eval_metrics  # lazy: see above
     from guardrag.faces.eval import report as eval_report  # lazy: see above
     from guardrag.faces.eval.evaluate import (  # lazy: see above
         GoldenError,
@@ -105,7 +106,7 @@ def eval_command(
     if not cases:
         raise typer.BadParameter(f"{golden}: no cases (lang {lang!r})", param_hint="GOLDEN.jsonl")
     knobs = _knobs(knob or [])
-    old = eval_report.load_summary(compare) if compare else None
+    old = eval_metrics.load_summary(compare) if compare else None
     out_dir = out or Path("eval") / f"{name}-{golden.stem}"
     settings = load_settings()
     bot = Guardrag.from_settings(settings, audit=False, source="eval")
@@ -152,12 +153,12 @@ def eval_command(
         }
     finally:
         bot.close()
-    thresholds = dict(eval_report.BASELINE_THRESHOLDS)
+    thresholds = dict(eval_metrics.BASELINE_THRESHOLDS)
     if bm25_threshold is not None:
         thresholds["bm25"] = bm25_threshold
     if dense_threshold is not None:
         thresholds["dense"] = dense_threshold
-    info = eval_report.RunInfo(
+    info = eval_metrics.RunInfo(
         golden=str(golden),
         kb=name,
         model=model,
@@ -167,8 +168,8 @@ def eval_command(
         lang=lang,
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
-    summary = eval_report.summarise(rows, rankings, info, thresholds)
-    regressions = eval_report.compare(old, summary) if old is not None else None
+    summary = eval_metrics.summarise(rows, rankings, info, thresholds)
+    regressions = eval_metrics.compare(old, summary) if old is not None else None
     report = eval_report.write_report(
         summary, rows, out_dir, _thresholds(RunConfig(**knobs)), regressions
     )

@@ -76,7 +76,7 @@ def ingest(
 
     from guardrag.core.embedder import load_embedder  # lazy: see above
     from guardrag.core.kb.ingest import ingest as run_ingest  # lazy: see above
-    from guardrag.core.kb.ingest import load_entries, parse_columns  # lazy: see above
+    from guardrag.core.kb.readers import load_entries, parse_columns  # lazy: see above
     from guardrag.core.store import store_from_settings  # lazy: see above
 
     name = _kb(kb)

@@ -31,7 +31,9 @@ from langgraph.runtime import Runtime
 
 from guardrag.config.run_config import RunConfig
 from guardrag.faces.eval.evaluate import Evaluated, is_gold
-from guardrag.faces.eval.report import md_table, pending_llm, pyplot
+from guardrag.faces.eval.metrics import pending_llm
+from guardrag.faces.eval.plots import pyplot
+from guardrag.faces.eval.report import md_table
 from guardrag.graph.context import Services
 from guardrag.nodes.ground import ground
 

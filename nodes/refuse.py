@@ -1,4 +1,4 @@
-"""respond and refuse: the two terminal nodes that shape what the caller sees."""
+"""refuse: writes the polite, reason-specific message; a refusal never carries citations."""
 
 from __future__ import annotations
 
@@ -9,14 +9,6 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config.messages import refusal_message
 from guardrag.graph.state import PipelineState, Turn
 from guardrag.nodes.common import NodeRuntime, decide
-
-
-def respond(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
-    """Delivers the answer; the route and citations were set by the node that produced it."""
-    return {
-        "history": [Turn(question=state["question"], answer=state.get("answer", ""))],
-        "trail": [decide("respond", "pass", state.get("route") or "answered")],
-    }
 
 
 def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
