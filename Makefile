@@ -7,7 +7,7 @@ export GUARDRAG_DATA_DIR ?= ./data
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run serve llm test install browser lint typecheck pytest ingest-sample clean
+.PHONY: run serve llm test test-fast install browser services lint typecheck pytest ingest-sample clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ llm: install
 browser:
 	@test -x /usr/bin/chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
 
+# Debian's PostgreSQL and Redis servers: the suite starts throwaway ones (replicas, audit,
+# threads, shared rate limits); installed only when missing.
+services:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends postgresql)
+	@test -x /usr/bin/redis-server || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends redis-server)
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -46,10 +52,15 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 # The suite runs the real local model on a few cases: it must be there, not skipped.
-pytest: install browser llm
+pytest: install browser services llm
 	GUARDRAG_REQUIRE_LOCAL_LLM=1 $(VENV)/bin/pytest
 
 test: lint typecheck pytest
+
+# Unit tests while you work: no browser, no real model, no notebooks, no servers (the full
+# suite is `make test`).
+test-fast: install
+	$(VENV)/bin/pytest -m "not slow" -q
 
 clean:
 	rm -rf $(VENV) data artifacts .mypy_cache .ruff_cache .pytest_cache

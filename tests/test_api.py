@@ -249,6 +249,7 @@ def serving(app: FastAPI) -> Iterator[str]:
         thread.join(timeout=10)
 
 
+@pytest.mark.slow
 def test_real_server_serves_api_and_ui(services: Services, tmp_path: Path) -> None:
     with serving(create_app(make_bot(services, tmp_path))) as base:
         answer = httpx.post(f"{base}/v1/ask", json={"question": TOP_UP}, timeout=30)
@@ -263,6 +264,7 @@ def test_real_server_serves_api_and_ui(services: Services, tmp_path: Path) -> No
 # --- schemathesis: the app's own OpenAPI spec, no 5xx -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", list(GenerationMode), ids=lambda m: m.value)
 def test_openapi_fuzz_finds_no_server_error(
     services: Services, tmp_path: Path, mode: GenerationMode
@@ -547,6 +549,7 @@ def test_bad_scoped_keys_stop_start_up_without_echoing_them(spec: str, message: 
 # --- ingest while answering ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_readers_see_a_whole_snapshot_while_the_kb_is_reingested(
     embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:

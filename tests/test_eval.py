@@ -297,6 +297,7 @@ def test_sweep_proposes_the_best_and_scores_the_current_knobs() -> None:
     assert result.frontier == sorted(result.frontier)
 
 
+@pytest.mark.slow
 def test_replay_at_the_current_knobs_matches_the_pipeline(bot: Guardrag) -> None:
     """The collection pass + replay at the defaults gives what the pipeline itself gives."""
     bot = bot.with_services(chat_model=None)

@@ -127,6 +127,7 @@ def test_stream_that_completes_is_answered(llm_bot: Guardrag, stub: tuple[OpenAI
     assert server.requests[-1]["stream"] is True
 
 
+@pytest.mark.slow
 def test_retries_stay_within_a_bound(
     stub: tuple[OpenAIStub, str], sample_store: VectorStore, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
@@ -274,6 +275,7 @@ def edge_bot(
     bot.close()
 
 
+@pytest.mark.slow
 def test_kb_directory_removed_while_serving_is_index_unavailable_then_recovers(
     edge_bot: tuple[Guardrag, Path], embedder: OnnxEmbedder, faq_slice: Path
 ) -> None:
@@ -313,6 +315,7 @@ def test_missing_live_shard_is_index_unavailable(
     assert elapsed < 2.0
 
 
+@pytest.mark.slow
 def test_reingest_repairs_a_missing_live_shard(
     edge_bot: tuple[Guardrag, Path], embedder: OnnxEmbedder, faq_slice: Path
 ) -> None:

@@ -410,6 +410,7 @@ def _assert_targets(cases: list[Any], embedder: Embedder) -> None:
     assert bad and good
 
 
+@pytest.mark.slow
 def test_adversarial_set_meets_its_targets(embedder: Embedder) -> None:
     score = _score_module()
     cases = score.load_adversarial()

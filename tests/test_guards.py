@@ -274,6 +274,7 @@ def test_direct_and_guardrails_paths_agree(guard: InputGuard) -> None:
         assert direct.check(text) == guard.check(text), text
 
 
+@pytest.mark.slow
 def test_thread_safe(guard: InputGuard) -> None:
     texts = [t for t, _ in BLOCK] + PASS
     expected = [guard.check(t) for t in texts]
@@ -323,6 +324,7 @@ print(json.dumps({"attempts": attempts, "verdicts": verdicts,
 """
 
 
+@pytest.mark.slow
 def test_guards_run_offline_without_telemetry() -> None:
     """The whole guard stack (guardrails, MiniLM, exemplar vectors) in a fresh process with
     no network: no connection or DNS attempt, telemetry off, and the process exits promptly

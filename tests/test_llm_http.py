@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from guardrag.config.settings import Settings
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.llm.client import load_chat_model
@@ -80,6 +82,7 @@ def test_server_error_is_llm_unavailable(
     )
 
 
+@pytest.mark.slow
 def test_slow_endpoint_times_out_within_bound(
     tmp_path: Path, sample_store: VectorStore, embedder: OnnxEmbedder
 ) -> None:

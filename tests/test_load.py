@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from guardrag.config.settings import Settings
 from guardrag.core.audit import AuditSink
 from guardrag.core.embedder import OnnxEmbedder
@@ -17,6 +19,8 @@ from guardrag.faces.api import create_app
 from guardrag.faces.service import Guardrag, build_services
 from tests.conftest import KB, REPO
 from tests.test_api import serving
+
+pytestmark = pytest.mark.slow  # 32 clients over real HTTP
 
 
 def load_script() -> ModuleType:

@@ -265,6 +265,7 @@ def test_drop(faq: VectorStore) -> None:
     assert faq.list_kbs() == ["faq"]
 
 
+@pytest.mark.slow
 def test_concurrent_searches_during_republish(faq: VectorStore) -> None:
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -299,6 +300,7 @@ def shard_dirs(data_dir: Path) -> list[str]:
     return sorted(p.name for p in (data_dir / "kbs" / "faq" / SHARDS).iterdir())
 
 
+@pytest.mark.slow
 def test_edge_reader_sees_other_instances_publish(tmp_path: Path) -> None:
     writer, reader = EdgeStore(tmp_path), EdgeStore(tmp_path)
     writer.publish("faq", make_points(FAQ), info("s1"))
@@ -324,6 +326,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow
 def test_edge_shard_held_by_another_process(tmp_path: Path) -> None:
     EdgeStore(tmp_path).publish("faq", make_points(FAQ), info("s1"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -352,6 +355,7 @@ def test_edge_shard_held_by_another_process(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_edge_publish_waits_for_a_briefly_held_lock(tmp_path: Path) -> None:
     """A reader sweeping replaced shards holds the publish lock for milliseconds: an ingest that
     starts then waits instead of failing as 'locked' (seen under concurrent HTTP load)."""
@@ -366,6 +370,7 @@ def test_edge_publish_waits_for_a_briefly_held_lock(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_edge_concurrent_publish_is_refused(tmp_path: Path) -> None:
     store = EdgeStore(tmp_path)
     store.publish("faq", make_points(FAQ), info("s1"))
