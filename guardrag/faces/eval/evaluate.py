@@ -10,6 +10,7 @@ Metrics, the report and the threshold sweep live in guardrag.faces.eval.report a
 from __future__ import annotations
 
 import csv
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,7 @@ class Case:
     before_generation: bool = False
     lang: str = "en"
     label: str = "answer"  # the expected decision as the golden set names it: "answer" or a reason
+    history: tuple[str, ...] = ()  # earlier questions of the conversation, asked first in a thread
 
 
 def judge(case: Case, result: Result) -> tuple[bool, str]:
@@ -214,13 +216,20 @@ def _case(row: dict[str, Any]) -> Case:
                 group, row.get("expected_category") or group
             ),
         )
-    expect = row["expected"]  # ours (datasets/ewallet/golden.jsonl)
+    expect = row["expected"]  # ours (datasets/*/golden.jsonl)
+    # any of several entries may answer; document cases name their chunks
+    gold = (
+        row.get("expected_chunk_ids")
+        or row.get("expected_source_ids")
+        or ([row["expected_source_id"]] if row.get("expected_source_id") else [])
+    )
     return Case(
         id=row["id"],
         question=question,
         group=row.get("group", ""),
         expect=expect,
-        gold_ids=(row["expected_source_id"],) if row.get("expected_source_id") else (),
+        gold_ids=tuple(gold),
+        history=tuple(turn["question"] for turn in row.get("history") or ()),
         reasons=_our_reasons(row.get("expected_reason") or ""),
         kind=row.get("expected_kind"),
         lang=row.get("lang", "en"),
@@ -259,8 +268,14 @@ def run_case(
     bot: Guardrag, case: Case, kb: str, gold: frozenset[str], knobs: dict[str, Any] | None = None
 ) -> Evaluated:
     """Run one case through the pipeline like `Guardrag.ask` does, but keep the state
-    calibration needs, and write nothing to the audit log or metrics."""
-    result, state = bot.run(case.question, kb, row_id=case.id, knobs=knobs)
+    calibration needs, and write nothing to the audit log or metrics. A case with a history is
+    asked as the last turn of a fresh conversation thread."""
+    thread_id = None
+    if case.history:
+        thread_id = f"eval-{uuid.uuid4().hex}"
+        for earlier in case.history:
+            bot.run(earlier, kb, knobs=knobs, thread_id=thread_id)
+    result, state = bot.run(case.question, kb, row_id=case.id, knobs=knobs, thread_id=thread_id)
     ok, why = judge(case, result)
     trace = Trace(
         kb_similarity=state.get("kb_similarity"),
