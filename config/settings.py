@@ -5,6 +5,7 @@ Validated once at start-up; a bad value stops the process with a message naming 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
@@ -155,6 +156,48 @@ class Settings(BaseSettings):
     recent_results: int = Field(
         200, ge=1, le=100_000, description="Recent results kept in memory for the Audit tab."
     )
+    # --- faces: audit guarantee, metrics, ingest limits (issues 19 and 20) -------------------
+    audit_best_effort: bool = Field(
+        False,
+        description="Answer a request even when its audit record could be neither stored nor "
+        "spooled; by default such a request is not answered (HTTP 503).",
+    )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="Bearer token for /metrics. Without it, an API with keys shows only "
+        "counters that belong to no tenant (the audit writer's).",
+    )
+    ingest_max_field_bytes: int = Field(
+        65_536, ge=256, description="Largest field (question, answer, text...) of an ingested row."
+    )
+    ingest_max_row_bytes: int = Field(
+        262_144, ge=1_024, description="Largest row of an ingested JSON, JSONL or CSV file."
+    )
+    ingest_max_file_bytes: int = Field(
+        268_435_456, ge=1_024, description="Largest file ingest reads."
+    )
+    ingest_max_depth: int = Field(
+        16, ge=2, le=200, description="Deepest nesting of objects and arrays in an ingested row."
+    )
+    # --- replicas: shared conversations, shared rate limits, followed KBs (issue 18) --------
+    threads_url: str | None = Field(
+        None,
+        description="Conversation memory: a SQLite file path or sqlite:///path, or a "
+        "postgresql:// URL so a conversation continues on any replica; unset means the audit "
+        "URL when that is Postgres, else DATA_DIR/threads.sqlite.",
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis (redis:// or rediss://) holding the rate limits, shared by every "
+        "replica; unset means each process limits on its own. An unreachable Redis falls back "
+        "to per-process limits with a warning.",
+    )
+    edge_source_dir: Path | None = Field(
+        None,
+        description="A data dir where ingest publishes knowledge bases: this process serves "
+        "its own copy of each live Qdrant Edge shard (under DATA_DIR/edge-copies), refreshed "
+        "when a new snapshot is published there. For several replicas or workers on Edge.",
+    )
 
     @field_validator("llm_base_url")
     @classmethod
@@ -180,11 +223,38 @@ class Settings(BaseSettings):
             )
         return value or None
 
+    @field_validator("threads_url")
+    @classmethod
+    def _threads_url(cls, value: str | None) -> str | None:
+        if value and "://" in value and not value.startswith(_AUDIT_SCHEMES):
+            raise ValueError(
+                "GUARDRAG_THREADS_URL must be a file path, sqlite:///path or postgresql://..."
+            )
+        return value or None
+
+    @field_validator("edge_source_dir", mode="before")
+    @classmethod
+    def _blank_dir_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("GUARDRAG_REDIS_URL must be redis://host:port/db or rediss://...")
+        return value or None
+
     @field_validator("api_keys")
     @classmethod
     def _api_keys(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
             parse_api_keys(value.get_secret_value())
+        return value if value is not None and value.get_secret_value().strip() else None
+
+    @field_validator("admin_token", "metrics_token")
+    @classmethod
+    def _blank_token_is_none(cls, value: SecretStr | None) -> SecretStr | None:
+        # An empty token would let an empty password in: treat it as not configured.
         return value if value is not None and value.get_secret_value().strip() else None
 
     def key_scopes(self) -> KeyScopes:
@@ -200,11 +270,23 @@ class Settings(BaseSettings):
         return validate_kb_name(value)
 
 
-def validate_kb_name(name: str) -> str:
-    """KB names become directory and collection names: keep them boring."""
-    if not name or len(name) > 64 or not all(c.isalnum() or c in "-_" for c in name):
-        raise ValueError(
-            f"knowledge base name must be 1-64 letters, digits, '-' or '_', got {name!r}"
+#: What a knowledge base name may be, everywhere (CLI, API, UI, settings).
+KB_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_KB_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class KBNameError(GuardragError, ValueError):
+    """A knowledge base name that cannot name a directory and a collection."""
+
+
+def validate_kb_name(name: str, where: str = "") -> str:
+    """KB names become directory and collection names: keep them boring (ASCII only, so no
+    engine or file system can read them differently). `where` says which input held it."""
+    if not isinstance(name, str) or not _KB_NAME.fullmatch(name):
+        shown = name[:70] if isinstance(name, str) else name
+        raise KBNameError(
+            f"{where + ': ' if where else ''}knowledge base name {shown!r} is not valid: "
+            "use 1-64 ASCII letters, digits, '-' or '_'"
         )
     return name
 

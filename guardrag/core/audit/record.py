@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections import Counter
 from datetime import UTC, datetime
@@ -17,6 +18,21 @@ from guardrag.contract import Result
 
 #: Record fields stored as JSON text (portable across SQLite and Postgres).
 JSON_FIELDS = ("config", "models", "redactions", "citations", "trail")
+#: Characters no store can keep: lone UTF-16 surrogates (not encodable as UTF-8) and NUL
+#: (Postgres text refuses it). Each becomes U+FFFD, so a record can always be written.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def storable(value: Any) -> Any:
+    """`value` (JSON-like) with every string, keys included, writable by any audit store."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub(REPLACEMENT, value)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(item) for item in value]
+    return value
 
 
 def now_iso() -> str:
@@ -126,30 +142,40 @@ def build_record(
     found: Counter[str] = Counter()
     config = effective_config(knobs)
     refusal = result.refusal
-    return AuditRecord(
-        request_id=result.request_id,
-        ts=ts or now_iso(),
-        source=source,
-        thread_id=thread_id,
-        row_id=None if result.id is None else redact(result.id, found),
-        kb=kb,
-        snapshot_id=snapshot_id,
-        config_hash=config_hash(config),
-        config=config,
-        models=models or {},
-        question=redact(result.question, found),
-        redactions=dict(found),
-        outcome=result.outcome,
-        route=result.route,
-        refusal_reason=refusal.reason.value if refusal else None,
-        refusal_stage=refusal.stage if refusal else None,
-        refusal_kind=refusal.kind if refusal else None,
-        answer=redact(result.answer),
-        confidence=result.confidence,
-        citations=redact_data([c.model_dump() for c in result.citations]),
-        trail=redact_data([d.model_dump() for d in result.trail]),
-        prompt_tokens=result.usage.prompt_tokens,
-        completion_tokens=result.usage.completion_tokens,
-        cost_usd=result.usage.estimated_cost_usd,
-        latency_ms=result.latency_ms,
+    fields = storable(
+        {
+            "row_id": result.id,
+            "question": result.question,
+            "answer": result.answer,
+            "citations": [c.model_dump() for c in result.citations],
+            "trail": [d.model_dump() for d in result.trail],
+        }
     )
+    record = {
+        "request_id": result.request_id,
+        "ts": ts or now_iso(),
+        "source": source,
+        "thread_id": thread_id,
+        "row_id": None if fields["row_id"] is None else redact(fields["row_id"], found),
+        "kb": kb,
+        "snapshot_id": snapshot_id,
+        "config_hash": config_hash(config),
+        "config": config,
+        "models": models or {},
+        "question": redact(fields["question"], found),
+        "redactions": dict(found),
+        "outcome": result.outcome,
+        "route": result.route,
+        "refusal_reason": refusal.reason.value if refusal else None,
+        "refusal_stage": refusal.stage if refusal else None,
+        "refusal_kind": refusal.kind if refusal else None,
+        "answer": redact(fields["answer"]),
+        "confidence": result.confidence,
+        "citations": redact_data(fields["citations"]),
+        "trail": redact_data(fields["trail"]),
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "cost_usd": result.usage.estimated_cost_usd,
+        "latency_ms": result.latency_ms,
+    }
+    return AuditRecord(**storable(record))

@@ -5,6 +5,9 @@ the store in batches (one transaction per batch). When the store refuses (locked
 unreachable, schema too new) the batch goes to the spool on disk, stderr says so, and the
 writer retries every `retry_s`; if even the spool cannot be written the records are held in
 memory and retried. Nothing is dropped without a line on stderr.
+
+A face that must not answer an unaudited request waits for `confirm(request_id)`: the fate of
+its record (written, spooled, or only held in memory).
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from guardrag.contract import Result
 from guardrag.core.audit.logs import log_request
@@ -27,6 +31,7 @@ from guardrag.core.audit.record import (
     FeedbackRecord,
     build_record,
     now_iso,
+    storable,
 )
 from guardrag.core.audit.spool import Spool
 from guardrag.core.audit.store import SqlAuditStore, open_audit_store
@@ -39,6 +44,11 @@ log = logging.getLogger("guardrag.audit")
 #: How often a failing store is retried, and how often a stderr reminder repeats meanwhile.
 RETRY_S = 5.0
 WARN_EVERY_S = 60.0
+#: Fates remembered for `confirm` (oldest forgotten first): far more than are ever waited on.
+KEPT_FATES = 65_536
+
+#: Where a record ended up: the store, the spool on disk, or only this process's memory.
+Fate = Literal["written", "spooled", "held"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,8 @@ class AuditSink:
         self._stats = SinkStats()
         self._stats_lock = threading.Lock()
         self._failing_since: float | None = None
+        self._fates: OrderedDict[str, Fate] = OrderedDict()
+        self._fate_changed = threading.Condition()
         self._last_warning = 0.0
         self._next_retry = 0.0
         self._closed = False
@@ -145,6 +157,27 @@ class AuditSink:
         except Exception:
             log.exception("audit: could not queue feedback for %s", request_id)
 
+    def confirm(self, request_id: str, timeout: float = 10.0) -> Fate | None:
+        """Wait until the record of `request_id` is written, spooled or held in memory, and
+        say which; None when that did not happen within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._fate_changed:
+            while (fate := self._fates.get(request_id)) is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._fate_changed.wait(left)
+            return fate
+
+    def _settle(self, records: Sequence[AuditRecord], fate: Fate) -> None:
+        with self._fate_changed:
+            for record in records:
+                self._fates[record.request_id] = fate
+                self._fates.move_to_end(record.request_id)
+            while len(self._fates) > KEPT_FATES:
+                self._fates.popitem(last=False)
+            self._fate_changed.notify_all()
+
     def _put(self, item: Any) -> None:
         if self._closed:  # late callers (atexit order) are written in their own thread
             self._write_items([item])
@@ -196,7 +229,8 @@ class AuditSink:
             if isinstance(item, FeedbackRecord):
                 from guardrag.core.audit.redact import redact  # lazy: see build_record
 
-                feedback.append(item.model_copy(update={"comment": redact(item.comment)}))
+                comment = redact(storable(item.comment))
+                feedback.append(item.model_copy(update={"comment": comment}))
             else:
                 records.append(self._build(item))
         if records or feedback:
@@ -211,10 +245,10 @@ class AuditSink:
             log.exception("audit: record of %s could not be built", item.result.request_id)
             self._count(build_errors=1)
             record = AuditRecord(
-                request_id=item.result.request_id,
+                request_id=storable(item.result.request_id),
                 ts=context["ts"],
                 source=context["source"],
-                kb=context["kb"],
+                kb=storable(context["kb"]),
                 config_hash="",
                 question=f"[unrecorded: {type(exc).__name__} while redacting]",
                 outcome=item.result.outcome,
@@ -233,16 +267,19 @@ class AuditSink:
         try:
             self._store_or_open().write(records, feedback)
             self._count(written=len(records) + len(feedback))
+            self._settle(records, "written")
             return
         except Exception as exc:
             self._failed(exc)
         try:
             self.spool.append(records, feedback)
             self._count(spooled=len(records) + len(feedback))
-        except OSError as exc:
+            self._settle(records, "spooled")
+        except Exception as exc:  # not only OSError: whatever stops the spool, keep the records
             self._held[0].extend(records)
             self._held[1].extend(feedback)
             self._count(held=len(records) + len(feedback))
+            self._settle(records, "held")
             log.error(
                 "audit: spool %s not writable either (%s): %d record(s) held in memory",
                 self.spool.path,

@@ -37,7 +37,8 @@ class Loaded:
 
 
 def _line(kind: str, item: AuditRecord | FeedbackRecord) -> str:
-    return json.dumps({"kind": kind, "data": item.model_dump()}, ensure_ascii=False) + "\n"
+    # ASCII with escapes: any string a record holds can be written, and read back as it was.
+    return json.dumps({"kind": kind, "data": item.model_dump()}, ensure_ascii=True) + "\n"
 
 
 def _load(handle: IO[str]) -> Loaded:

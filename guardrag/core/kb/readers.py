@@ -1,21 +1,107 @@
 """Reading knowledge-base files: FAQ rows from JSON, JSONL or CSV, documents from Markdown,
-text or JSONL. Every row is validated; a bad one is an IngestError naming its file and line."""
+text or JSONL. Every row is validated; a bad one is an IngestError naming its file and line.
+
+Hostile files are refused the same way: a file, row or field over its size limit, nesting
+deeper than the limit, a field that a spreadsheet would run as a formula, or a link that is
+not http(s) (see `IngestLimits` and `unsafe_field`).
+"""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
+from guardrag.config.settings import load_settings
 from guardrag.core.kb.chunking import chunk_sentences, document_entries
 from guardrag.core.kb.entries import Entry, IngestError
 from guardrag.core.text import normalise
 
+if TYPE_CHECKING:
+    from guardrag.config.settings import Settings
+
 FAQ_FIELDS = ("question", "answer", "id", "url", "category")
 DOC_SUFFIXES = {".md", ".markdown", ".txt"}
+#: Text a spreadsheet runs as a formula when a cell starts with it (OWASP CSV injection): '='
+#: always; '+', '-' or '@' only before a function call or a DDE pipe, so bullets ("- Open
+#: the app"), phone numbers ("+60 3-1234") and handles ("@kinetic") stay ingestible.
+_FORMULA = re.compile(r"^\s*(?:=|[+\-@][^\s(|]*[A-Za-z_][^\s(|]*\(|[+\-@]\S*\|)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Links that run code in a browser instead of opening a page.
+_SCRIPT_LINK = re.compile(r"\b(?:javascript|vbscript|livescript)\s*:|\bdata\s*:\s*text/html", re.I)
+
+
+@dataclass(frozen=True)
+class IngestLimits:
+    """Size and shape limits of what ingest reads (GUARDRAG_INGEST_MAX_*)."""
+
+    field_bytes: int = 65_536
+    row_bytes: int = 262_144
+    file_bytes: int = 268_435_456
+    depth: int = 16
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> IngestLimits:
+        settings = settings or load_settings()
+        return cls(
+            field_bytes=settings.ingest_max_field_bytes,
+            row_bytes=settings.ingest_max_row_bytes,
+            file_bytes=settings.ingest_max_file_bytes,
+            depth=settings.ingest_max_depth,
+        )
+
+
+def unsafe_field(name: str, text: str) -> str | None:
+    """Why a field's text must not be ingested (a formula, a script link, text that is not
+    valid Unicode), or None."""
+    if _SURROGATE.search(text):
+        return f"field {name!r} is not valid Unicode text (a lone surrogate)"
+    if _FORMULA.match(text):
+        return (
+            f"field {name!r} starts like a spreadsheet formula ({text[:30]!r}): a spreadsheet "
+            "opening an export would run it; reword it or quote it"
+        )
+    if name == "url":
+        parsed = urlparse(text)
+        if parsed.scheme.lower() not in ("http", "https") or not parsed.netloc:
+            return f"url must be an http(s) link, got {text[:60]!r}"
+    elif link := _SCRIPT_LINK.search(text):
+        return f"field {name!r} holds a link that runs a script ({link.group(0)!r})"
+    return None
+
+
+def _depth(value: Any) -> int:
+    """How deeply objects and arrays nest in `value` (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _row_problem(row: Any, size: int, limits: IngestLimits) -> str | None:
+    """Why a parsed row breaks the size or nesting limits, or None."""
+    if size > limits.row_bytes:
+        return f"row is {size} bytes, over the limit of {limits.row_bytes} (GUARDRAG_INGEST_MAX_ROW_BYTES)"
+    if _depth(row) > limits.depth:
+        return f"row nests deeper than {limits.depth} levels (GUARDRAG_INGEST_MAX_DEPTH)"
+    for key, value in row.items() if isinstance(row, dict) else ():
+        length = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+        if length > limits.field_bytes:
+            return (
+                f"field {str(key)[:40]!r} is {length} bytes, over the limit of "
+                f"{limits.field_bytes} (GUARDRAG_INGEST_MAX_FIELD_BYTES)"
+            )
+    return None
 
 
 def parse_columns(spec: str | None) -> dict[str, str]:
@@ -32,45 +118,87 @@ def parse_columns(spec: str | None) -> dict[str, str]:
     return mapping
 
 
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line or item number, record) from a JSON array, JSONL or CSV file."""
+def check_file_size(path: Path, limits: IngestLimits) -> None:
+    size = path.stat().st_size
+    if size > limits.file_bytes:
+        raise IngestError(
+            f"{path}: file is {size} bytes, over the limit of {limits.file_bytes} "
+            "(GUARDRAG_INGEST_MAX_FILE_BYTES)"
+        )
+
+
+def _records(path: Path, limits: IngestLimits) -> Iterator[tuple[int, Any]]:
+    """(line or item number, record) from a JSON array, JSONL or CSV file; a record that breaks
+    the limits comes back as the IngestError saying so."""
     try:
-        yield from _decoded_records(path)
+        yield from _decoded_records(path, limits)
     except UnicodeDecodeError as exc:
         raise IngestError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})") from None
-    except csv.Error as exc:
-        raise IngestError(f"{path}: malformed CSV ({exc})") from None
 
 
-def _decoded_records(path: Path) -> Iterator[tuple[int, Any]]:
+def _decoded_records(path: Path, limits: IngestLimits) -> Iterator[tuple[int, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            for number, row in enumerate(csv.DictReader(handle), start=2):
-                yield number, row
+        yield from _csv_records(path, limits)
     elif suffix == ".jsonl":
         with path.open(encoding="utf-8-sig") as handle:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
-                    try:
-                        yield number, json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise IngestError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+                    yield number, _json_line(line, f"{path}:{number}", limits)
     elif suffix == ".json":
         try:
             data = json.loads(path.read_text(encoding="utf-8-sig"))
         except json.JSONDecodeError as exc:
             raise IngestError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise IngestError(
+                f"{path}: nested deeper than {limits.depth} levels (GUARDRAG_INGEST_MAX_DEPTH)"
+            ) from None
         if isinstance(data, dict):  # {"entries": [...]} / {"faqs": [...]} wrappers
             lists = [v for v in data.values() if isinstance(v, list)]
             data = lists[0] if len(lists) == 1 else data
         if not isinstance(data, list):
             raise IngestError(f"{path}: expected a JSON array of objects")
-        yield from enumerate(data, start=1)
+        for number, item in enumerate(data, start=1):
+            size = len(json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            problem = _row_problem(item, size, limits)
+            yield number, IngestError(f"{path}:{number}: {problem}") if problem else item
     else:
         raise IngestError(
             f"{path}: unsupported file type {suffix!r}; use .json, .jsonl, .csv, .md or .txt"
         )
+
+
+def _json_line(line: str, where: str, limits: IngestLimits) -> Any:
+    """One JSONL row parsed and checked, or the IngestError (returned) saying what is wrong."""
+    size = len(line.encode("utf-8", "surrogatepass"))
+    if size > limits.row_bytes:  # before parsing: a 10 MB row costs nothing to refuse
+        return IngestError(f"{where}: {_row_problem(None, size, limits)}")
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise IngestError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:  # deeper than the parser goes, so deeper than any limit
+        return IngestError(
+            f"{where}: row nests deeper than {limits.depth} levels (GUARDRAG_INGEST_MAX_DEPTH)"
+        )
+    problem = _row_problem(row, size, limits)
+    return IngestError(f"{where}: {problem}") if problem else row
+
+
+def _csv_records(path: Path, limits: IngestLimits) -> Iterator[tuple[int, Any]]:
+    # The csv module's own field limit (128 KiB) must not cut in before ours names the row.
+    csv.field_size_limit(max(csv.field_size_limit(), limits.row_bytes + 1))
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        try:
+            for row in reader:
+                size = sum(len(str(v).encode("utf-8", "surrogatepass")) for v in row.values())
+                problem = _row_problem(row, size, limits)
+                where = f"{path}:{reader.line_num}"
+                yield reader.line_num, IngestError(f"{where}: {problem}") if problem else row
+        except csv.Error as exc:
+            raise IngestError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
 def _field(row: dict[str, Any], name: str, columns: dict[str, str]) -> str | None:
@@ -84,11 +212,31 @@ def _field(row: dict[str, Any], name: str, columns: dict[str, str]) -> str | Non
     return None
 
 
-def _entries_from_records(path: Path, columns: dict[str, str]) -> Iterator[Entry | IngestError]:
-    for number, row in _records(path):
+#: Every field ingest reads from a row, checked for formulas and script links.
+_READ_FIELDS = (*FAQ_FIELDS, "text", "title", "topic", "source")
+
+
+def _entries_from_records(
+    path: Path, columns: dict[str, str], limits: IngestLimits
+) -> Iterator[Entry | IngestError]:
+    for number, row in _records(path, limits):
         where = f"{path}:{number}"
+        if isinstance(row, IngestError):
+            yield row
+            continue
         if not isinstance(row, dict):
             yield IngestError(f"{where}: expected an object, got {type(row).__name__}")
+            continue
+        unsafe = next(
+            (
+                problem
+                for name in _READ_FIELDS
+                if (value := _field(row, name, columns)) and (problem := unsafe_field(name, value))
+            ),
+            None,
+        )
+        if unsafe:
+            yield IngestError(f"{where}: {unsafe}")
             continue
         question, answer = _field(row, "question", columns), _field(row, "answer", columns)
         text = _field(row, "text", columns)
@@ -129,20 +277,39 @@ def _entries_from_records(path: Path, columns: dict[str, str]) -> Iterator[Entry
             )
 
 
+def _document_entries(path: Path, limits: IngestLimits) -> Iterator[Entry | IngestError]:
+    for entry in document_entries(path):
+        size = len(entry.text.encode("utf-8", "surrogatepass"))
+        if size > limits.field_bytes:  # one "sentence" with no end: nothing to cut it at
+            yield IngestError(
+                f"{entry.location}: a passage of {size} bytes, over the limit of "
+                f"{limits.field_bytes} (GUARDRAG_INGEST_MAX_FIELD_BYTES)"
+            )
+        else:
+            yield entry
+
+
 def load_entries(
-    paths: Iterable[Path], columns: dict[str, str] | None = None, skip_bad_rows: bool = False
+    paths: Iterable[Path],
+    columns: dict[str, str] | None = None,
+    skip_bad_rows: bool = False,
+    limits: IngestLimits | None = None,
 ) -> tuple[list[Entry], list[str]]:
-    """Parse every source; raise IngestError on the first problem unless `skip_bad_rows`."""
+    """Parse every source; raise IngestError on the first problem unless `skip_bad_rows`.
+
+    `limits` default to the process settings (GUARDRAG_INGEST_MAX_*)."""
+    limits = limits or IngestLimits.from_settings()
     entries: list[Entry] = []
     skipped: list[str] = []
     seen: dict[str, str] = {}
     for path in paths:
         if not path.is_file():
             raise IngestError(f"{path}: no such file")
+        check_file_size(path, limits)
         items: Iterable[Entry | IngestError] = (
-            document_entries(path)
+            _document_entries(path, limits)
             if path.suffix.lower() in DOC_SUFFIXES
-            else _entries_from_records(path, columns or {})
+            else _entries_from_records(path, columns or {}, limits)
         )
         for item in items:
             if isinstance(item, Entry) and item.source_id in seen:

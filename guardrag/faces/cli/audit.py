@@ -42,6 +42,18 @@ class ExportFormat(StrEnum):
     csv = "csv"
 
 
+#: What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: text starting like a formula gets a leading
+    apostrophe (OWASP's advice); numbers and other values are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _fail(message: str) -> typer.Exit:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     return typer.Exit(code=2)
@@ -169,7 +181,8 @@ def export(
     kb: KbFilter = None,
     since: Since = None,
 ) -> None:
-    """Every record (redacted, as stored) as JSON lines or CSV (JSON columns as JSON text)."""
+    """Every record (redacted, as stored) as JSON lines or CSV (JSON columns as JSON text;
+    a text cell starting like a spreadsheet formula is prefixed with an apostrophe)."""
     target = out.open("w", encoding="utf-8", newline="") if out else nullcontext(sys.stdout)
     with _store() as store, target as sink:
         count = 0
@@ -181,7 +194,7 @@ def export(
             writer = csv.DictWriter(sink, fieldnames=list(AuditRecord.model_fields))
             writer.writeheader()
             for record in store.records(_since(since), kb):
-                writer.writerow(record.to_row())
+                writer.writerow({k: safe_cell(v) for k, v in record.to_row().items()})
                 count += 1
     if out:
         typer.echo(f"{count} records -> {out}", err=True)

@@ -42,10 +42,23 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _kb(name: str | None) -> str:
+    """The KB named by --kb, or the default one when --kb is not given (an empty --kb is an
+    error: it must never quietly mean the default KB and mix another KB's rows into it)."""
     try:
-        return validate_kb_name(name or load_settings().default_kb)
+        return validate_kb_name(load_settings().default_kb if name is None else name, "--kb")
     except ValueError as exc:
         raise _fail(str(exc)) from None
+
+
+def _cause(result: Result) -> str:
+    """What actually failed behind a refusal of kind `error` (the trail says; the customer
+    message only says "temporarily unavailable")."""
+    for decision in reversed(result.trail):
+        if decision.verdict == "error":
+            detail = decision.detail.get("error") or decision.detail.get("cause")
+            return f"{decision.node}: {detail or decision.reason}"
+    refusal = result.refusal
+    return f"{refusal.stage}: {refusal.reason.value}" if refusal else "unknown"
 
 
 @app.command()
@@ -154,6 +167,9 @@ def ask(
         typer.echo(result.model_dump_json(indent=2))
     else:
         _print_result(result)
+    if result.refusal is not None and result.refusal.kind == "error":
+        # A failure, not a decision: say what failed and exit non-zero, so scripts notice.
+        raise _fail(f"{result.refusal.reason.value}: {_cause(result)}")
 
 
 def _read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
