@@ -33,6 +33,7 @@ from guardrag.core.guards.sensitive_data import (
     iter_payment,
     iter_values,
 )
+from guardrag.core.guards.spelled import SPELLED_CUE, spelled_emails, spelled_phones
 
 #: Digit runs this long are replaced even when no detector claims them: account, order or
 #: reference numbers identify a customer as surely as a phone number does.
@@ -76,17 +77,20 @@ def _spans(text: str) -> Iterator[Span]:
     if PASSPORT_CONTEXT.search(text):
         for match in PASSPORT_ID.finditer(text):
             yield match.start(), match.end(), "passport"
+    yield from ((*span, "email") for _, span in spelled_emails(text))
+    yield from ((*span, "phone") for _, span in spelled_phones(text))
     yield from long_numbers
 
 
 def _plain(text: str) -> bool:
-    """Cheap pre-check: ASCII with no digit, '@' or secret pattern holds nothing to redact
-    (most trail strings and many questions), so the full pass is skipped."""
+    """Cheap pre-check: ASCII with no digit, '@', secret pattern or spelled-out number or
+    address word holds nothing to redact (most trail strings), so the full pass is skipped."""
     return (
         text.isascii()
         and "@" not in text
         and not any(ch.isdigit() for ch in text)
         and SECRET.search(text) is None
+        and SPELLED_CUE.search(text) is None
     )
 
 

@@ -1,5 +1,6 @@
 """Sensitive values written into a text: payment data (cards, CVV, IBAN, bank accounts),
-personal identifiers (e-mail, phone, Malaysian NRIC, passport) and machine secrets.
+personal identifiers (e-mail, phone, Malaysian NRIC, passport; e-mails and phones also when
+spelled out in words, `spelled.py`) and machine secrets.
 
 A value counts only when it validates (Luhn for cards, mod-97 for IBAN, a real date and
 place-of-birth code for NRIC), so order numbers and amounts do not trip it. Every `detail`
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
 from guardrag.core.guards.normalize import Normalized
+from guardrag.core.guards.spelled import spelled_emails, spelled_phones
 
 # Runs of digit groups split by single spaces or dashes; card numbers are looked for among
 # their contiguous sub-runs, so "4111 1111 1111 1111 12/25" still yields the card.
@@ -156,6 +158,8 @@ def iter_payment(text: str) -> Iterator[Value]:
 def iter_personal(text: str) -> Iterator[Value]:
     for m in EMAIL.finditer(text):
         yield Value("email", m.group(0).lower(), mask_email(m.group(0)), m.span())
+    for address, span in spelled_emails(text):
+        yield Value("email", address, mask_email(address), span)
     seen_phone: set[str] = set()
     for pattern in (PHONE_MY, PHONE_INTL):
         for m in pattern.finditer(text):
@@ -163,6 +167,10 @@ def iter_personal(text: str) -> Iterator[Value]:
             if 8 <= len(number) <= 15 and number not in seen_phone:
                 seen_phone.add(number)
                 yield Value("phone", number, mask_tail(number, 2), m.span())
+    for number, span in spelled_phones(text):
+        if number not in seen_phone:
+            seen_phone.add(number)
+            yield Value("phone", number, mask_tail(number, 2), span)
     for m in NRIC_DASHED.finditer(text):
         if _nric_plausible(*m.groups()[:4]):
             number = "".join(m.groups())
