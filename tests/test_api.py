@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from guardrag.config.settings import Settings
 from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.store import VectorStore
+from guardrag.core.store.server import ServerStore
 from guardrag.faces.api import create_app
 from guardrag.faces.ratelimit import RateLimiter
 from guardrag.faces.service import Guardrag, build_services
@@ -78,11 +80,18 @@ def test_attack_is_refused_with_reason(client: TestClient) -> None:
     assert result["citations"] == []
 
 
-def test_bad_bodies_are_422_not_500(client: TestClient) -> None:
-    assert client.post("/v1/ask", json={"question": "x", "kb": "../etc"}).status_code == 422
+def test_bad_bodies_are_400_or_422_as_documented(client: TestClient) -> None:
+    bad_name = client.post("/v1/ask", json={"question": "x", "kb": "../etc"})
+    assert bad_name.status_code == 422
+    [problem] = bad_name.json()["detail"]
+    assert problem["loc"] == ["body", "kb"] and "knowledge base name '../etc'" in problem["msg"]
     assert client.post("/v1/ask", json={"kb": KB}).status_code == 422
     assert client.post("/v1/ask", json={"question": "x", "extra": 1}).status_code == 422
-    assert client.post("/v1/ask", content=b"not json").status_code == 422
+    for undecodable in (b"not json", b"", b'{"question": "\xff"}', b'{"question": '):
+        response = client.post("/v1/ask", content=undecodable)
+        assert response.status_code == 400 and response.json()["request_id"], undecodable
+    spec = client.get("/openapi.json").json()["paths"]["/v1/ask"]["post"]["responses"]
+    assert {"400", "422"} <= set(spec)
 
 
 def test_kbs_health_and_ready(client: TestClient) -> None:
@@ -92,15 +101,31 @@ def test_kbs_health_and_ready(client: TestClient) -> None:
     assert client.get("/health").json() == {"status": "ok"}
     ready = client.get("/ready")
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ready", "checks": {"models": True, "index": True}}
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {"models": True, "index": True},
+        "kbs": [KB],
+    }
 
 
-def test_ready_is_503_without_the_default_kb(services: Services, tmp_path: Path) -> None:
+def test_ready_with_only_a_non_default_kb(services: Services, tmp_path: Path) -> None:
+    """A process serving KBs is ready even when the configured default was never ingested
+    (a load balancer would otherwise never route to it); with no KB at all it is not."""
     bot = Guardrag(services, Settings(data_dir=tmp_path, default_kb="missing"))
     with TestClient(create_app(bot, with_ui=False)) as test_client:
         response = test_client.get("/ready")
+    assert response.status_code == 200 and response.json()["kbs"] == [KB]
+    empty = Guardrag(replace(services, store=ServerStore(location=":memory:")), bot.settings)
+    with TestClient(create_app(empty, with_ui=False)) as test_client:
+        response = test_client.get("/ready")
     assert response.status_code == 503
     assert response.json()["checks"] == {"models": True, "index": False}
+
+
+def test_unknown_kb_is_404_with_its_name(client: TestClient) -> None:
+    for path in ("/v1/ask", "/v1/ask/stream"):
+        response = client.post(path, json={"question": TOP_UP, "kb": "ghost"})
+        assert response.status_code == 404 and "'ghost'" in response.json()["detail"]
 
 
 def _events(body: str) -> list[tuple[str, Any]]:
@@ -118,10 +143,17 @@ def test_stream_sends_tokens_then_one_final_event(client: TestClient) -> None:
         assert response.headers["content-type"].startswith("text/event-stream")
         events = _events(response.read().decode())
     names = [name for name, _ in events]
-    assert names[-1] == "final" and set(names[:-1]) == {"token"} and len(names) > 2
+    first_token = names.index("token")
+    assert set(names[:first_token]) == {"progress"} and names[-1] == "final"
+    assert set(names[first_token:-1]) == {"token"} and len(names) > 4
+    stages = [data["stage"] for name, data in events if name == "progress"]
+    assert stages[0] == "checking" and "guards_passed" in stages and stages[-1] == "done"
     final = Result.model_validate(events[-1][1])
-    assert "".join(data["text"] for _, data in events[:-1]) == final.answer.rstrip()
+    tokens = [data["text"] for name, data in events if name == "token"]
+    assert "".join(tokens) == final.answer.rstrip()
     assert final.citations and final.trail
+    nodes = [data["node"] for name, data in events if name == "progress"]
+    assert nodes[:2] == ["start_turn", "moderate_input"] and nodes[-1] == "respond"
 
 
 def test_stream_of_a_refusal_has_no_citations(client: TestClient) -> None:
@@ -508,7 +540,7 @@ def test_keys_are_never_logged_or_echoed(
 
 def test_every_key_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """A match does not stop the loop: each request costs one digest comparison per key."""
-    import guardrag.faces.api as api
+    import guardrag.faces.api.auth as api
 
     calls: list[int] = []
     real = api.hmac.compare_digest

@@ -33,6 +33,8 @@ from guardrag.graph.builder import build_graph
 from guardrag.graph.context import Services
 
 NO_CHECKPOINT: Durability | None = None
+#: Hears (node name, the node's state update) as each node of a run finishes.
+StepHandler = Callable[[str, dict[str, Any]], None]
 log = logging.getLogger("guardrag")
 
 
@@ -99,14 +101,18 @@ class Guardrag:
         row_id: str | None = None,
         knobs: dict[str, Any] | None = None,
         thread_id: str | None = None,
+        on_step: StepHandler | None = None,
     ) -> Result:
         """Run one question through the pipeline; never raises for a bad question.
 
         With a `thread_id`, the question continues that conversation: a follow-up is rewritten
-        into a standalone question from the thread's recent turns (kept in SQLite).
+        into a standalone question from the thread's recent turns (kept in SQLite). `on_step`
+        hears each node's update as the node finishes (the faces show progress with it).
         """
         kb = validate_kb_name(kb or self.settings.default_kb)
-        result, _ = self.run(question, kb, row_id=row_id, knobs=knobs, thread_id=thread_id)
+        result, _ = self.run(
+            question, kb, row_id=row_id, knobs=knobs, thread_id=thread_id, on_step=on_step
+        )
         metrics.observe(result)
         if self.audit:
             self.audit.record(
@@ -127,6 +133,7 @@ class Guardrag:
         row_id: str | None = None,
         knobs: dict[str, Any] | None = None,
         thread_id: str | None = None,
+        on_step: StepHandler | None = None,
     ) -> tuple[Result, dict[str, Any]]:
         """The result and the graph's final state, recorded nowhere (evaluation uses this).
 
@@ -144,11 +151,42 @@ class Guardrag:
         if thread_id is not None:
             graph, durability = self.threads.graph, "exit"  # keep only each turn's final state
             config["configurable"]["thread_id"] = validate_thread_id(thread_id)
-        state = graph.invoke(
-            {"question": question, "kb": kb}, config, context=self.services, durability=durability
-        )
+        state = self._invoke(graph, {"question": question, "kb": kb}, config, durability, on_step)
         ms = (time.perf_counter() - start) * 1000
         return to_result(state, question, request_id, row_id, ms, thread_id=thread_id), state
+
+    def _invoke(
+        self,
+        graph: Any,
+        inputs: dict[str, Any],
+        config: Any,
+        durability: Durability | None,
+        on_step: StepHandler | None,
+    ) -> dict[str, Any]:
+        """The graph's final state; with `on_step`, read from LangGraph's stream so that each
+        node's update is handed on the moment the node finishes."""
+        if on_step is None:
+            state: dict[str, Any] = graph.invoke(
+                inputs, config, context=self.services, durability=durability
+            )
+            return state
+        state = {}
+        for mode, chunk in graph.stream(
+            inputs,
+            config,
+            context=self.services,
+            durability=durability,
+            stream_mode=["updates", "values"],
+        ):
+            if mode == "values":
+                state = chunk
+                continue
+            for node, update in chunk.items():
+                try:
+                    on_step(node, update or {})
+                except Exception:  # a listener's failure must not fail the question
+                    log.exception("progress listener failed at %s", node)
+        return state
 
     def warm_up(self) -> threading.Thread:
         """Computes every KB's statistics in the background, so a long-running app's first
