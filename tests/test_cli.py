@@ -117,6 +117,8 @@ def test_graph_png_renders_offline(data_dir: Path, tmp_path: Path) -> None:
     [
         (["ingest", "missing.json", "--kb", "kinetic"], "missing.json: no such file"),
         (["ask", "hi", "--kb", "bad name!"], "knowledge base name"),
+        (["ask", "hi", "--kb", ""], "--kb: knowledge base name '' is not valid"),
+        (["ingest", str(SAMPLE_FAQ), "--kb", "kínetic"], "knowledge base name 'kínetic'"),
         (["batch", "nope.jsonl", "--out", "x.jsonl"], "nope.jsonl: no such file"),
     ],
 )
@@ -144,9 +146,16 @@ def test_locked_kb_is_reported_clearly(data_dir: Path) -> None:
     try:
         done = run(["ask", "How do I top up my wallet?", "--json"], data_dir)
         result = json.loads(done.stdout)
+        plain = run(["ask", "How do I top up my wallet?"], data_dir)
     finally:
         holder.close()
     assert (
         result["refusal"]["reason"] == "index_unavailable" and result["refusal"]["kind"] == "error"
     )
     assert "locked by another guardrag process" in json.dumps(result["trail"])
+    # A failure is not an answer: non-zero, with the real cause on stderr, JSON or not.
+    for failed in (done, plain):
+        assert failed.returncode == 2, failed.stderr
+        assert "error: index_unavailable:" in failed.stderr
+        assert "locked by another guardrag process" in failed.stderr
+    assert "temporarily unavailable" in plain.stdout  # what a customer would read
