@@ -115,3 +115,14 @@ def test_cli_names_problems_and_never_shows_a_traceback(
         out = capsys.readouterr()
         assert done.value.code == 2, (args, out)
         assert message in out.err and "Traceback" not in out.err + out.out, out
+
+
+def test_batch_input_nested_too_deeply_is_a_skipped_row(tmp_path: Path) -> None:
+    from guardrag.core.jsonl import read_objects
+
+    rows = tmp_path / "in.jsonl"
+    rows.write_text('{"question": "ok?"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert list(read_objects(rows)) == [
+        (1, {"question": "ok?"}),
+        (2, f"{rows}:2: JSON nested too deeply"),
+    ]

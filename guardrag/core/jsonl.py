@@ -20,6 +20,9 @@ def read_objects(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
             except json.JSONDecodeError as exc:
                 yield number, f"{path}:{number}: not valid JSON ({exc.msg})"
                 continue
+            except RecursionError:  # a line nested too deep for the parser
+                yield number, f"{path}:{number}: JSON nested too deeply"
+                continue
             if not isinstance(row, dict):
                 yield number, f"{path}:{number}: expected a JSON object"
                 continue
