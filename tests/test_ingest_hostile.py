@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from guardrag.core.jsonl import read_objects
 from guardrag.core.kb.entries import IngestError
 from guardrag.core.kb.readers import IngestLimits, load_entries, unsafe_field
 from guardrag.faces.cli.main import main
@@ -118,8 +119,6 @@ def test_cli_names_problems_and_never_shows_a_traceback(
 
 
 def test_batch_input_nested_too_deeply_is_a_skipped_row(tmp_path: Path) -> None:
-    from guardrag.core.jsonl import read_objects
-
     rows = tmp_path / "in.jsonl"
     rows.write_text('{"question": "ok?"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
     assert list(read_objects(rows)) == [
