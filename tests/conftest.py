@@ -22,6 +22,9 @@ from tests.fakes import ScriptedChatModel
 if TYPE_CHECKING:
     from guardrag.faces.service import Guardrag
 
+# Throwaway PostgreSQL and Redis servers (fixtures `postgres`, `postgres_url`, `redis_url`).
+pytest_plugins = ["tests.servers"]
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"
 SHARED_DATA = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data"))

@@ -1,8 +1,14 @@
-"""Multi-turn: thread memory in SQLite, follow-up rewriting, guards on the standalone question."""
+"""Multi-turn: thread memory in SQLite and in Postgres, follow-up rewriting, guards on the
+standalone question, one turn of a thread at a time across stores and processes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,14 +17,34 @@ from guardrag.contract import Decision, Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.store import VectorStore
 from guardrag.faces.service import Guardrag, build_services
-from guardrag.faces.threads import ThreadError
+from guardrag.faces.threads import (
+    PostgresThreadStore,
+    SqliteThreadStore,
+    ThreadError,
+    ThreadStore,
+    ThreadStoreUnavailable,
+    open_thread_store,
+    threads_url,
+)
 from guardrag.graph.state import MAX_TURNS
 from guardrag.nodes.contextualize import is_follow_up
+from tests.conftest import KB, REPO
 from tests.fakes import ScriptedChatModel
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Every test of this module on both conversation stores."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    return Settings(data_dir=tmp_path, default_kb=KB, threads_url=url)
 
 
 def decision(result: Result, node: str) -> Decision:
     return next(d for d in result.trail if d.node == node)
+
+
+def checkpoints(store: ThreadStore, thread_id: str) -> int:
+    return len(list(store.saver.list({"configurable": {"thread_id": thread_id}})))
 
 
 def test_follow_up_is_rewritten_by_the_model_and_answered(
@@ -102,6 +128,7 @@ def test_threads_are_separate_bounded_and_survive_a_restart(
     for _ in range(MAX_TURNS + 2):
         bot.ask("How do I top up my Kinetic Wallet?", thread_id="long")
     assert len(bot.threads.history("long")) == MAX_TURNS
+    assert checkpoints(bot.threads, "long") == 1  # older checkpoints are pruned every turn
     assert bot.threads.history("other") == []
     bot.threads.close()  # not bot.close(): the sample store is shared by the session
     reopened = Guardrag(
@@ -110,8 +137,116 @@ def test_threads_are_separate_bounded_and_survive_a_restart(
     assert len(reopened.threads.history("long")) == MAX_TURNS
     reopened.threads.forget("long")
     assert reopened.threads.history("long") == []
-    assert (Path(settings.data_dir) / "threads.sqlite").exists()
+    on_file = (Path(settings.data_dir) / "threads.sqlite").exists()
+    assert on_file == (settings.threads_url is None)
     reopened.threads.close()
+
+
+def test_concurrent_turns_of_one_thread_on_two_replicas_lose_nothing(
+    settings: Settings, sample_store: VectorStore, embedder: OnnxEmbedder
+) -> None:
+    """Two stores (two replicas' pools, or two SQLite connections), four turns at once: each
+    turn reads the history the previous one wrote (unserialised, they overwrite each other)."""
+    replicas = [
+        Guardrag(build_services(settings, store=sample_store, embedder=embedder), settings)
+        for _ in range(2)
+    ]
+    questions = [
+        "How do I top up my Kinetic Wallet?",
+        "Are there any fees for topping up?",
+        "How long do transfers to other banks take?",
+        "How do I sign up for Kinetic Wallet?",
+    ]
+    start = threading.Barrier(len(questions))
+
+    def turn(n: int) -> None:
+        start.wait()
+        replicas[n % 2].ask(questions[n], thread_id="shared")
+
+    workers = [threading.Thread(target=turn, args=(n,)) for n in range(len(questions))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    history = replicas[0].threads.history("shared")
+    assert sorted(t["question"] for t in history) == sorted(questions)
+    for replica in replicas:
+        replica.threads.close()
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys
+    from guardrag.faces.threads import open_thread_store
+
+    store = open_thread_store(sys.argv[1])
+    with store.turn("held"):
+        print("held", flush=True)
+        sys.stdin.readline()
+    print("released", flush=True)
+    store.close()
+    """
+)
+
+
+@pytest.mark.slow  # a second process
+def test_a_turn_waits_for_the_same_thread_in_another_process(
+    settings: Settings, tmp_path: Path
+) -> None:
+    url = threads_url(settings)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    store = open_thread_store(url)
+    events: list[str] = []
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with store.turn("other"):  # another thread is not held up
+            events.append("other")
+
+        def take() -> None:
+            with store.turn("held"):
+                events.append("taken")
+
+        taker = threading.Thread(target=take)
+        taker.start()
+        taker.join(0.5)
+        assert events == ["other"]  # still waiting for the other process
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        taker.join(10)
+        assert events == ["other", "taken"]
+    finally:
+        holder.kill()
+        holder.wait()
+        store.close()
+
+
+def test_threads_url_follows_a_postgres_audit_url(tmp_path: Path) -> None:
+    pg = "postgresql://u@db.internal/guardrag"
+    assert threads_url(Settings(data_dir=tmp_path)) == str(tmp_path / "threads.sqlite")
+    assert threads_url(Settings(data_dir=tmp_path, audit_url=pg)) == pg
+    assert threads_url(Settings(data_dir=tmp_path, audit_url=str(tmp_path / "a.db"))).endswith(
+        "threads.sqlite"
+    )
+    assert threads_url(Settings(audit_url=pg, threads_url="sqlite:///x.db")) == "sqlite:///x.db"
+    with pytest.raises(ValueError, match="GUARDRAG_THREADS_URL"):
+        Settings(threads_url="mysql://nope")
+    store: Any = open_thread_store(f"sqlite:///{tmp_path / 't.db'}")
+    assert isinstance(store, SqliteThreadStore) and store.path == tmp_path / "t.db"
+    store.close()
+
+
+def test_an_unreachable_postgres_is_a_clear_error(tmp_path: Path) -> None:
+    url = f"postgresql://nobody@{str(tmp_path).replace('/', '%2F')}:5432/none"
+    with pytest.raises(ThreadStoreUnavailable, match="cannot be opened"):
+        PostgresThreadStore(url)
 
 
 def test_a_question_without_a_thread_remembers_nothing(bot: Guardrag) -> None:

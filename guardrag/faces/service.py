@@ -5,6 +5,7 @@ The CLI, batch, Gradio app and notebooks all go through `Guardrag`, so they beha
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from guardrag.core.guards import InputGuard, OutputGuard
 from guardrag.core.llm.client import load_chat_model, model_name
 from guardrag.core.rerank import Reranker, load_reranker
 from guardrag.core.store import VectorStore, store_from_settings
-from guardrag.faces.threads import ThreadStore, validate_thread_id
+from guardrag.faces.threads import ThreadStore, open_thread_store, threads_url, validate_thread_id
 from guardrag.graph.builder import build_graph
 from guardrag.graph.context import Services
 
@@ -75,6 +76,7 @@ class Guardrag:
         self.audit = audit
         self.graph = build_graph()
         self._threads: ThreadStore | None = None
+        self._threads_lock = threading.Lock()
 
     @classmethod
     def from_settings(
@@ -148,10 +150,15 @@ class Guardrag:
             "run_id": request_id,
         }
         graph, durability = self.graph, NO_CHECKPOINT
+        turn: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if thread_id is not None:
             graph, durability = self.threads.graph, "exit"  # keep only each turn's final state
             config["configurable"]["thread_id"] = validate_thread_id(thread_id)
-        state = self._invoke(graph, {"question": question, "kb": kb}, config, durability, on_step)
+            turn = self.threads.turn(thread_id)  # one turn of a thread at a time, any replica
+        with turn:
+            state = self._invoke(
+                graph, {"question": question, "kb": kb}, config, durability, on_step
+            )
         ms = (time.perf_counter() - start) * 1000
         return to_result(state, question, request_id, row_id, ms, thread_id=thread_id), state
 
@@ -207,9 +214,10 @@ class Guardrag:
 
     @property
     def threads(self) -> ThreadStore:
-        """Conversation memory, opened on first use ($GUARDRAG_DATA_DIR/threads.sqlite)."""
-        if self._threads is None:
-            self._threads = ThreadStore(self.settings.data_dir / "threads.sqlite")
+        """Conversation memory, opened on first use (GUARDRAG_THREADS_URL, see threads_url)."""
+        with self._threads_lock:  # concurrent first turns must not open two stores
+            if self._threads is None:
+                self._threads = open_thread_store(threads_url(self.settings))
         return self._threads
 
     def feedback(self, request_id: str, score: int, comment: str = "") -> None:

@@ -318,21 +318,37 @@ def _sqlite_statements(script: str) -> Iterator[str]:
 
 
 class PostgresAuditStore(SqlAuditStore):
-    """The same log in Postgres, for several replicas writing one store (needs psycopg)."""
+    """The same log in Postgres, for several replicas writing one store (needs psycopg).
+
+    One connection a store. A connection the server dropped (restart, failover) is replaced
+    before the next statement; the statement that found it broken fails, and the sink
+    spools that batch and retries it.
+    """
 
     dialect: Dialect = "postgres"
+    #: Seconds to wait for the server to accept a connection: a hung server must not hold
+    #: the audit writer (the sink spools meanwhile) or a reader for long.
+    connect_timeout_s = 5
 
     def _connect(self) -> Any:
         try:
-            import psycopg
+            import psycopg  # lazy: only a Postgres URL needs the driver
         except ImportError:
             raise AuditUnavailable(
                 "GUARDRAG_AUDIT_URL is a Postgres URL but psycopg is not installed: "
                 "pip install 'psycopg[binary]'"
             ) from None
-        conn = psycopg.connect(self.url, autocommit=True)
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout_s)
         conn.execute(MIGRATIONS_TABLE)
         return conn
+
+    def _live(self) -> Any:
+        if self._conn.broken or self._conn.closed:
+            self._conn = self._connect()
+        return self._conn
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._live().execute(self._sql(sql), params)
 
     def _sql(self, sql: str) -> str:
         return _QMARK.sub("%s", sql.replace("%", "%%"))
@@ -346,11 +362,12 @@ class PostgresAuditStore(SqlAuditStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
-        with self._conn.transaction():
-            yield self._conn.cursor()
+        conn = self._live()
+        with conn.transaction():
+            yield conn.cursor()
 
     def _script(self, script: str) -> None:
-        self._conn.execute(script)
+        self._live().execute(script)
 
 
 _QMARK = re.compile(r"\?")
