@@ -32,19 +32,23 @@ from guardrag.faces.ui.chat import (
 from guardrag.faces.ui.common import (
     CSS,
     DENIED,
+    ERROR_MESSAGE,
     THINKING,
+    badge_html,
     escape_text,
     format_result,
     safe_url,
     trail_rows,
+    why_markdown,
 )
-from guardrag.faces.ui.kbs import ingest_upload, kb_rows, quarantine_rows
-from guardrag.faces.views import RecentResults
+from guardrag.faces.ui.kbs import entry_preview, entry_rows, ingest_upload, kb_rows, quarantine_rows
+from guardrag.faces.views import STAGE_LABELS, RecentResults
 from guardrag.graph.context import Services
-from tests.conftest import KB
+from tests.conftest import KB, SAMPLE_FAQ
 from tests.test_api import ATTACK, TOP_UP, free_port, make_bot, services  # noqa: F401
 
 ADMIN = SecretStr("admin-42")
+LABELS = set(STAGE_LABELS.values())
 
 
 @pytest.fixture
@@ -65,16 +69,16 @@ def test_exact_faq_question_shows_answer_citation_and_badge(bot: Guardrag) -> No
     assert "top up" in reply.lower()
     assert "](https://help.kineticwallet.example/" in reply
     assert "\\[1\\]" in reply
-    assert reply.endswith("*FAQ match*")
+    assert "FAQ match" not in reply and "exact_match" not in reply  # plain words only
     assert rows and all(len(row) == 6 for row in rows)
 
 
 def test_injection_is_refused_without_citation(bot: Guardrag) -> None:
     history, _, rows = respond(bot, ATTACK, [], None)
     reply = _reply(history)
-    assert "Refused: prompt_injection" in reply
+    assert reply == "I can only answer questions about our help-centre topics."
     assert "](http" not in reply
-    assert rows
+    assert rows  # the operator's trail
 
 
 def test_blank_question_is_ignored(bot: Guardrag) -> None:
@@ -87,8 +91,7 @@ def test_unexpected_error_becomes_a_refusal_message(bot: Guardrag) -> None:
             raise RuntimeError("boom")
 
     history, _, rows = respond(Broken(bot.services, bot.settings), TOP_UP, [], None)
-    assert "Refused: internal_error" in _reply(history)
-    assert "boom" not in _reply(history)
+    assert _reply(history) == ERROR_MESSAGE and "boom" not in _reply(history)
     assert rows == []
 
 
@@ -98,13 +101,15 @@ def test_chat_turn_streams_the_checked_answer_then_citations(bot: Guardrag) -> N
     updates = list(chat_turn(bot, TOP_UP, earlier, KB, {}, recent=recent))
     (history, cleared, shown, rows, _, _), *streamed, final = updates
     assert _reply(history) == THINKING and shown == "" and rows == [] and cleared == ""
+    stages = [_reply(u[0]) for u in streamed if _reply(u[0]) in {f"*{x}*" for x in LABELS}]
+    assert stages[0] == f"*{STAGE_LABELS['checking']}*" and len(stages) >= 4  # progress first
     [record] = recent.items()  # the pipeline ran once, before any text was shown
     result = record.result
-    texts = [_reply(update[0]) for update in streamed]
+    texts = [_reply(u[0]) for u in streamed[len(stages) :]]
     assert len(texts) > 2 and all(b.startswith(a) for a, b in pairwise(texts))
     assert texts[-1] == escape_text(result.answer.rstrip())
     assert _reply(final[0]) == format_result(result) and final[0][:2] == earlier
-    assert "route-faq" in final[2] and "FAQ match" in final[2]
+    assert "route-faq" in final[2] and "From the help centre" in final[2]
     assert final[3] == trail_rows(result)
     assert final[4] == {3: result.request_id}
     assert result.request_id in final[5]
@@ -294,8 +299,7 @@ def test_format_result_escapes_html_and_unsafe_links() -> None:
     assert "\\[here\\](javascript:alert(2))" in text
     assert not re.search(r"(?<!\\)\]\(javascript", text)
     assert "[\\[1\\] &lt;b&gt;Top&lt;/b&gt; \\[up\\]](https://x.example/a%20b%28c%29)" in text
-    assert "\\[2\\] Evil" in text and "alert(3)" not in text
-    assert text.endswith("*Generated*")
+    assert text.endswith("\\[2\\] Evil") and "alert(3)" not in text
 
 
 def test_format_result_refusal_badge() -> None:
@@ -308,9 +312,11 @@ def test_format_result_refusal_badge() -> None:
         ),
         answer="",
     )
-    text = format_result(result)
-    assert text.startswith("No.")
-    assert text.endswith("*Refused: out_of_domain (not_found, at classify)*")
+    assert format_result(result) == "No."  # the message alone: no code, stage or kind
+    assert badge_html(result) == (
+        '<span class="route-badge route-refused">Not in the help centre</span>'
+    )
+    assert "`out_of_domain` (not_found, at `classify`)" in why_markdown(result)
 
 
 def test_helpers() -> None:
@@ -340,3 +346,119 @@ def test_app_builds_and_serves(bot: Guardrag) -> None:
         assert response.status_code == 200
     finally:
         demo.close()
+
+
+# --- two voices, did you mean, operator sign-in, uploads (issues 19 and 20) --------------
+
+NEAR_MISS = "Can I buy Bitcoin with my wallet?"  # refused no_relevant_docs, close entries exist
+CODES = {r.value for r in RefusalReason} | {"not_found", "blocked", "moderate_input", "0.00"}
+
+
+def test_customers_never_receive_codes_scores_or_the_trail(bot: Guardrag) -> None:
+    for question in (ATTACK, NEAR_MISS, "What's the weather tomorrow?", TOP_UP):
+        updates = list(chat_turn(bot, question, [], KB, {}, operator=False))
+        for history, _, shown, rows, _, why in updates:
+            sent = json.dumps([history, shown]) + why
+            assert not any(code in sent for code in CODES), (question, sent)
+            assert rows == [] and why == ""
+
+
+def test_a_near_miss_offers_entries_to_click(bot: Guardrag) -> None:
+    *_, (history, *_) = chat_turn(bot, NEAR_MISS, [], KB, {}, operator=False)
+    last = history[-1]
+    assert last["content"].endswith("Did you mean one of these?")
+    labels = [option["label"] for option in last["options"]]
+    assert 1 <= len(labels) <= 3 and all(o["value"] == o["label"] for o in last["options"])
+    *_, (again, *_) = chat_turn(bot, labels[0], history, KB, {}, operator=False)
+    assert "options" not in again[-1]  # the clicked entry is answered from the KB
+    assert "Sources:" in again[-1]["content"]
+
+
+def test_an_answer_over_the_size_limit_never_reaches_the_ui() -> None:
+    huge = Result(question="q", request_id="r", outcome="answered", answer="x" * 70_000)
+    assert (
+        format_result(huge, max_bytes=65_536)
+        == "This answer is too long to show here; please open the source below."
+    )
+
+
+def test_one_sign_in_per_session_and_empty_tokens_are_refused() -> None:
+    from guardrag.faces.ui.admin import SIGNED_IN, sign_in
+
+    assert sign_in(ADMIN, "") == ("", DENIED, "")
+    assert sign_in(ADMIN, "   ") == ("", DENIED, "")
+    assert sign_in(ADMIN, None) == ("", DENIED, "")
+    assert sign_in(ADMIN, "admin-4") == ("", DENIED, "")
+    assert sign_in(None, "anything") == ("", DENIED, "")
+    assert sign_in(ADMIN, "admin-42") == ("admin-42", SIGNED_IN, "")
+    assert Settings(admin_token=SecretStr("")).admin_token is None  # blank means none
+
+
+def test_kb_listings_need_the_sign_in(bot: Guardrag) -> None:
+    demo = build_app(bot)
+    config = json.dumps(demo.config, default=str)
+    assert KB not in json.dumps(
+        [
+            c
+            for c in demo.config["components"]
+            if c.get("props", {}).get("elem_id") in ("kb-table", "kb-quarantine")
+        ]
+    )
+    assert "Sign in as an operator" in config
+    assert entry_rows(bot, KB, 1)[0][0] and len(entry_rows(bot, KB, 1)) == 20
+    assert "kw-" in entry_preview(bot, KB, 1, 0)
+
+
+def test_the_picker_and_examples_follow_the_store(bot: Guardrag, tmp_path: Path) -> None:
+    from guardrag.faces.ui.chat import ChatTab, current_kb_line, examples_of, kb_choices
+
+    store = ServerStore(location=":memory:")
+    owner = bot.with_services(store=store)
+    faq = tmp_path / "faq.jsonl"
+    faq.write_text(
+        json.dumps({"id": "g1", "question": "When does the gym open?", "answer": "6am."}) + "\n"
+    )
+    ingest(store, bot.services.embedder, "gym", [faq], description="City Gym")
+    assert kb_choices(owner) == [("gym (City Gym)", "gym")]
+    assert current_kb_line(kb_choices(owner), "gym") == "You are asking: **gym (City Gym)**"
+    assert examples_of(owner, "gym") == [["When does the gym open?"]]
+    ingest(store, bot.services.embedder, KB, [SAMPLE_FAQ], description="Kinetic Wallet")
+    tab = ChatTab(gr.Dropdown(), gr.Markdown(), gr.Dataset(components=[gr.Textbox()], samples=[]))
+    picker, line, samples = tab.refresh(owner, "gym")
+    assert picker["visible"] and picker["value"] == "gym" and len(picker["choices"]) == 2
+    assert "City Gym" in line and samples["samples"] == [["When does the gym open?"]]
+    assert tab.refresh(owner, "gone")[0]["value"] == KB  # the default when the choice is gone
+    store.close()
+
+
+def test_uploads_live_in_the_data_dir_and_are_deleted_after_ingest(
+    bot: Guardrag, tmp_path: Path
+) -> None:
+    from guardrag.faces.ui.uploads import upload_dir
+
+    folder = upload_dir(bot.settings)
+    assert folder == (bot.settings.data_dir / "ui-uploads").resolve()
+    uploaded = folder / "abc123" / "faq.csv"
+    uploaded.parent.mkdir()
+    uploaded.write_text("question,answer,id\nHow do I sign up?,Download the app.,a1\n")
+    store = ServerStore(location=":memory:")
+    message = ingest_upload(bot.with_services(store=store), "admin-42", str(uploaded), "extra", "")
+    assert message.startswith("Ingested") and not uploaded.exists()
+    assert (bot.settings.data_dir / "uploads" / "extra" / "faq.csv").exists()  # the staged copy
+    refused = folder / "x" / "faq.csv"
+    refused.parent.mkdir()
+    refused.write_text("x")
+    assert ingest_upload(bot, "wrong", str(refused), "extra", "") == DENIED
+    assert not refused.exists()  # a refused upload is not kept either
+    store.close()
+
+
+def test_no_admin_token_means_no_uploads_at_all(services: Services, tmp_path: Path) -> None:  # noqa: F811
+    from fastapi.testclient import TestClient
+
+    from guardrag.faces.api import create_app
+
+    app = create_app(make_bot(services, tmp_path))
+    with TestClient(app) as client:
+        response = client.post("/ui/gradio_api/upload", files={"files": ("a.csv", b"x")})
+    assert response.status_code == 403

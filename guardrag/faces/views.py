@@ -3,6 +3,7 @@ progress while a question runs, "did you mean" entries, and the audit guarantee.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections import deque
@@ -52,6 +53,64 @@ def kb_summaries(store: VectorStore, allowed: frozenset[str] | None = None) -> l
                 )
             )
     return summaries
+
+
+class Entry(BaseModel):
+    """One knowledge-base entry as a browser shows it (the text is the KB's, unescaped)."""
+
+    source_id: str
+    kind: str
+    title: str
+    text: str
+    url: str | None = None
+    category: str | None = None
+
+
+def kb_entries(store: VectorStore, kb: str, offset: int = 0, limit: int = 20) -> list[Entry]:
+    """Entries `offset` .. `offset + limit` of a KB, in the store's order (read lazily: the
+    rest of a large KB is never fetched)."""
+    payloads = iter(store.payloads(kb))
+    try:
+        window = list(itertools.islice(payloads, offset, offset + limit))
+    finally:
+        close = getattr(payloads, "close", None)
+        if close is not None:  # a generator: let go of the shard it holds
+            close()
+    return [
+        Entry(
+            source_id=str(p.get("source_id", "")),
+            kind=str(p.get("kind", "")),
+            title=str(p.get("title", "")),
+            text=str(p.get("text", "")),
+            url=p.get("url"),
+            category=p.get("category"),
+        )
+        for p in window
+    ]
+
+
+#: How many example questions the chat offers, and how many entries are read to pick them.
+EXAMPLES = 4
+_EXAMPLE_POOL = 400
+
+
+def kb_examples(store: VectorStore, kb: str, count: int = EXAMPLES) -> list[str]:
+    """Example questions from the KB itself: FAQ questions from as many categories as there
+    are, short ones first within each (read from the first few hundred entries only)."""
+    by_category: dict[str, list[str]] = {}
+    for entry in kb_entries(store, kb, 0, _EXAMPLE_POOL):
+        if entry.kind == "faq" and entry.title and len(entry.title) <= 90:
+            by_category.setdefault(entry.category or "", []).append(entry.title)
+    queues = [sorted(titles, key=len) for titles in by_category.values()]
+    picked: list[str] = []
+    while queues and len(picked) < count:
+        for queue in list(queues):
+            picked.append(queue.pop(0))
+            if not queue:
+                queues.remove(queue)
+            if len(picked) == count:
+                break
+    return picked
 
 
 def answer_chunks(text: str, words: int = 3) -> list[str]:

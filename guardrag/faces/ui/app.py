@@ -1,6 +1,8 @@
-"""The Gradio app over guardrag: chat, audit, knowledge-base and graph tabs.
+"""The Gradio app over guardrag: an operator sign-in, then chat, audit, knowledge-base and
+graph tabs.
 
-Answers appear only after the whole pipeline (guards included) has run. Run with `python
+While a question runs the chat shows the stage it is at; the answer's text appears only after
+the whole pipeline (guards included) has run. Run with `python
 app.py` (GUARDRAG_HOST:GUARDRAG_PORT, default 127.0.0.1:7860, no share link); `guardrag serve`
 mounts the same app at /ui next to the HTTP API.
 """
@@ -10,14 +12,17 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
 from guardrag.faces.service import Guardrag
+from guardrag.faces.ui.admin import sign_in_row
 from guardrag.faces.ui.audit import audit_tab
 from guardrag.faces.ui.chat import chat_tab, log_feedback
 from guardrag.faces.ui.common import CSS, FeedbackHandler
 from guardrag.faces.ui.kbs import kb_tab
+from guardrag.faces.ui.uploads import SWEEP, upload_dir
 from guardrag.faces.views import RecentResults
 
 log = logging.getLogger("guardrag.ui")
@@ -45,24 +50,32 @@ def build_app(
 ) -> gr.Blocks:
     """The whole UI over `bot`; `recent` is shared with the API when both run in one process.
 
-    Feedback goes to the bot's audit log (or is logged when it has none).
+    Feedback goes to the bot's audit log (or is logged when it has none). Each page load
+    re-reads the KBs on disk (picker, current KB, examples, the operator's KB table), so a KB
+    ingested by another process or browser shows up without a restart.
     """
     recent = recent if recent is not None else RecentResults(bot.settings.recent_results)
     on_feedback = on_feedback or (bot.feedback if bot.audit else log_feedback)
     picture = graph_png(Path(tempfile.mkdtemp(prefix="guardrag-ui-")))
-    with gr.Blocks(title="guardrag", analytics_enabled=False) as demo:
+    with gr.Blocks(title="guardrag", analytics_enabled=False, delete_cache=SWEEP) as demo:
         gr.Markdown("## guardrag\nAnswers only from a verified knowledge base; refuses the rest.")
+        operator = sign_in_row(bot.settings.admin_token)
         with gr.Tab("Chat"):
-            picker = chat_tab(bot, recent, on_feedback, delay_s)
+            chat = chat_tab(bot, recent, on_feedback, delay_s, operator)
         with gr.Tab("Audit"):
-            audit_tab(bot, recent)
+            audit_tab(bot, recent, operator)
         with gr.Tab("Knowledge base"):
-            kb_tab(bot, picker)
+            kb_tab(bot, chat, operator)  # refreshed at each sign-in: it shows nothing before
         with gr.Tab("Graph"):
             if picture is None:
                 gr.Markdown("The graph cannot be drawn here (Graphviz unavailable).")
             else:
                 gr.Image(str(picture), show_label=False, interactive=False)
+
+        def on_load(chosen: str | None) -> tuple[Any, ...]:
+            return chat.refresh(bot, chosen)
+
+        demo.load(on_load, inputs=[chat.picker], outputs=[chat.picker, chat.current, chat.examples])
     return demo.queue(default_concurrency_limit=4)
 
 
@@ -70,6 +83,7 @@ def main() -> None:
     """Build the real services from GUARDRAG_* settings and serve the UI locally."""
     logging.basicConfig(level=logging.INFO)
     bot = Guardrag.from_settings(source="ui")
+    upload_dir(bot.settings)  # before the UI is built: Gradio reads it when it starts
     bot.warm_up()
     try:
         build_app(bot).launch(

@@ -22,6 +22,7 @@ from guardrag.core.audit.sink import default_audit_url
 from guardrag.core.audit.store import open_audit_store
 from guardrag.core.audit.store import where as audit_where
 from guardrag.faces.service import Guardrag
+from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.common import (
     ALL,
     AUDIT_HEADERS,
@@ -210,7 +211,7 @@ def audit_export(
     return handle.name
 
 
-def audit_tab(bot: Guardrag, recent: RecentResults) -> None:
+def audit_tab(bot: Guardrag, recent: RecentResults, operator: Operator) -> None:
     settings = bot.settings
     expected = settings.admin_token
     # The persistent audit store when the bot records to one; else the in-memory recent list.
@@ -219,7 +220,6 @@ def audit_tab(bot: Guardrag, recent: RecentResults) -> None:
     if expected is None:
         gr.Markdown(f"Audit is {NO_TOKEN}", elem_id="audit-disabled")
         return
-    token = gr.Textbox(label="Admin token", type="password", elem_id="audit-token")
     with gr.Row():
         outcome = gr.Dropdown([ALL, "answered", "refused"], value=ALL, label="Outcome")
         reason = gr.Dropdown([ALL, *(r.value for r in RefusalReason)], value=ALL, label="Reason")
@@ -243,23 +243,29 @@ def audit_tab(bot: Guardrag, recent: RecentResults) -> None:
         if bot.audit is not None:
             bot.audit.flush(timeout=2.0, retry=False)
 
-    def on_show(given: str, kind: str, why: str) -> tuple[str, list[Row]]:
-        if token_ok(expected, given):
+    def on_show(session: str, kind: str, why: str) -> tuple[str, list[Row]]:
+        if token_ok(expected, session):
             settle()
-        return audit_view(expected, recent, given, kind, why, audit_url=url, limit=limit)
+        return audit_view(expected, recent, session, kind, why, audit_url=url, limit=limit)
 
-    def on_select(given: str, data: gr.SelectData) -> dict[str, Any]:
+    def on_select(session: str, data: gr.SelectData) -> dict[str, Any]:
         row = data.row_value or []
         request_id = str(row[1]) if len(row) > 1 else ""
-        return audit_detail(expected, recent, given, request_id, audit_url=url)
+        return audit_detail(expected, recent, session, request_id, audit_url=url)
 
-    show.click(on_show, inputs=[token, outcome, reason], outputs=[status, table])
-    table.select(on_select, inputs=[token], outputs=[detail])
+    inputs = [operator.session, outcome, reason]
+    show.click(on_show, inputs=inputs, outputs=[status, table])
+    table.select(on_select, inputs=[operator.session], outputs=[detail])
+    operator.then(
+        lambda session: ("" if token_ok(expected, session) else DENIED, [], {}),
+        inputs=[operator.session],
+        outputs=[status, table, detail],
+    )
 
-    def on_export(given: str, kind: str, why: str) -> Any:
-        if token_ok(expected, given):
+    def on_export(session: str, kind: str, why: str) -> Any:
+        if token_ok(expected, session):
             settle()
-        path = audit_export(expected, recent, given, kind, why, audit_url=url)
+        path = audit_export(expected, recent, session, kind, why, audit_url=url)
         return gr.update(value=path, visible=path is not None)
 
-    export.click(on_export, inputs=[token, outcome, reason], outputs=[download])
+    export.click(on_export, inputs=inputs, outputs=[download])

@@ -1,24 +1,32 @@
-"""The chat tab: one conversation thread per browser session, answers with their citations,
-the route badge and the decision trail, and thumbs up/down feedback."""
+"""The chat tab: one conversation thread per browser session; progress while the pipeline
+runs, with a Stop button; answers with their sources in plain words; "Did you mean ..." after
+a not-found refusal; the Why? panel (codes, scores, trail) for operators only.
+
+Operators are the signed-in session, or everyone when no admin token is configured (the
+trusted demo): a customer never receives a reason code, a score or the trail, not even in a
+hidden component.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
 from guardrag.contract import Result
+from guardrag.core.audit import AuditUnavailable
 from guardrag.faces.service import Guardrag
+from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.common import (
-    ERROR_BADGE,
     ERROR_MESSAGE,
-    EXAMPLES,
     THINKING,
     TRAIL_HEADERS,
-    ChatUpdate,
     FeedbackHandler,
     Message,
     TrailRow,
@@ -26,23 +34,27 @@ from guardrag.faces.ui.common import (
     badge_html,
     escape_text,
     format_result,
-    summary,
     trail_rows,
+    why_markdown,
 )
-from guardrag.faces.views import RecentResults, answer_chunks, kb_summaries
+from guardrag.faces.views import (
+    Asked,
+    Progress,
+    RecentResults,
+    answer_chunks,
+    ask_with_progress,
+    ensure_audited,
+    kb_examples,
+    kb_summaries,
+)
 
 log = logging.getLogger("guardrag.ui")
 
+DID_YOU_MEAN = "Did you mean one of these?"
+AUDIT_FAILED = "Sorry, this answer could not be recorded, so it is not shown. Please try again."
 
-def ask_safely(
-    bot: Guardrag, question: str, kb: str | None, thread_id: str | None = None
-) -> Result | None:
-    """The result, or None (logged) if the pipeline raised: the UI never shows a traceback."""
-    try:
-        return bot.ask(question, kb or None, thread_id=thread_id)
-    except Exception:
-        log.exception("unexpected error answering a question")
-        return None
+# One chat update: history, question box, badge, trail rows, message index -> request id, why.
+ChatUpdate = tuple[list[Message], str, str, list[TrailRow], dict[int, str], str]
 
 
 def session_thread(request: gr.Request | None) -> str | None:
@@ -51,9 +63,33 @@ def session_thread(request: gr.Request | None) -> str | None:
     return f"ui-{session}" if session else None
 
 
-def _say(history: list[Message], content: str) -> list[Message]:
+def _say(history: list[Message], content: str, **extra: Any) -> list[Message]:
     """A copy of `history` whose last (assistant) message reads `content`."""
-    return [*history[:-1], {"role": "assistant", "content": content}]
+    return [*history[:-1], {"role": "assistant", "content": content, **extra}]
+
+
+def _run(
+    bot: Guardrag, question: str, kb: str | None, thread_id: str | None
+) -> Iterator[Progress | Asked | Exception]:
+    """Progress as the pipeline reports it, then the audited result (or what went wrong)."""
+    events: queue.Queue[Progress | Asked | Exception] = queue.Queue()
+
+    def work() -> None:
+        try:
+            asked = ask_with_progress(
+                bot, question, kb or None, thread_id=thread_id, on_progress=events.put
+            )
+            ensure_audited(bot, asked.result)
+            events.put(asked)
+        except Exception as exc:  # shown as a plain message; the log has the details
+            events.put(exc)
+
+    threading.Thread(target=work, name="guardrag-ui-ask", daemon=True).start()
+    while True:
+        item = events.get()
+        yield item
+        if not isinstance(item, Progress):
+            return
 
 
 def chat_turn(
@@ -66,10 +102,11 @@ def chat_turn(
     recent: RecentResults | None = None,
     delay_s: float = 0.0,
     thread_id: str | None = None,
+    operator: bool = True,
 ) -> Iterator[ChatUpdate]:
-    """One chat turn as a stream of updates: a placeholder while the pipeline runs, then the
-    checked answer in pieces, then the final message with citations and badge. Never raises.
-    With a `thread_id`, follow-ups are understood in the context of the earlier turns."""
+    """One chat turn as a stream of updates: the stage the pipeline is at, then the checked
+    answer in pieces, then the final message with its sources (and "did you mean" entries
+    after a not-found refusal). Never raises. `operator` adds the Why? panel's data."""
     history, ids = list(history or []), dict(ids or {})
     if not question or not question.strip():
         yield history, "", "", [], ids, ""
@@ -77,27 +114,41 @@ def chat_turn(
     history += [{"role": "user", "content": escape_text(question)}]
     history += [{"role": "assistant", "content": THINKING}]
     yield history, "", "", [], ids, ""
-    result = ask_safely(bot, question, kb, thread_id)
-    if result is None:
-        yield (
-            _say(history, f"{ERROR_MESSAGE}\n\n*{ERROR_BADGE}*"),
-            "",
-            badge_html(None),
-            [],
-            ids,
-            "",
-        )
+    for item in _run(bot, question, kb, thread_id):
+        if isinstance(item, Progress):
+            yield _say(history, f"*{item.label}*"), "", "", [], ids, ""
+            continue
+        if isinstance(item, Exception):
+            failed = AUDIT_FAILED if isinstance(item, AuditUnavailable) else ERROR_MESSAGE
+            if not isinstance(item, AuditUnavailable):
+                log.error("unexpected error answering a question", exc_info=item)
+            yield _say(history, failed), "", badge_html(None), [], ids, ""
+            return
+        result = item.result
+        if recent is not None:
+            recent.add(result)
+        ids[len(history) - 1] = result.request_id
+        shown = badge_html(result)
+        rows, why = (trail_rows(result), why_markdown(result)) if operator else ([], "")
+        max_bytes = bot.settings.ingest_max_field_bytes
+        if len(answer_text(result).encode("utf-8", "surrogatepass")) <= max_bytes:
+            text = ""
+            for piece in answer_chunks(answer_text(result)):
+                text += piece
+                yield _say(history, escape_text(text)), "", shown, rows, ids, why
+                time.sleep(delay_s)
+        yield _final(history, result, item.suggestions(), max_bytes), "", shown, rows, ids, why
         return
-    if recent is not None:
-        recent.add(result)
-    ids[len(history) - 1] = result.request_id
-    shown, rows, why = badge_html(result), trail_rows(result), summary(result)
-    text = ""
-    for piece in answer_chunks(answer_text(result)):
-        text += piece
-        yield _say(history, escape_text(text)), "", shown, rows, ids, why
-        time.sleep(delay_s)
-    yield _say(history, format_result(result)), "", shown, rows, ids, why
+
+
+def _final(
+    history: list[Message], result: Result, suggestions: list[str], max_bytes: int
+) -> list[Message]:
+    content = format_result(result, max_bytes)
+    if not suggestions:
+        return _say(history, content)
+    options = [{"label": s, "value": s} for s in suggestions]
+    return _say(history, f"{content}\n\n{DID_YOU_MEAN}", options=options)
 
 
 def respond(
@@ -132,7 +183,7 @@ def record_feedback(
 
 
 def kb_choices(bot: Guardrag) -> list[tuple[str, str]]:
-    """(label, name) for each KB; the default KB alone if the store cannot be listed."""
+    """(label, name) for each KB on disk now; the default KB alone if none can be listed."""
     try:
         summaries = kb_summaries(bot.services.store)
     except Exception:
@@ -144,41 +195,111 @@ def kb_choices(bot: Guardrag) -> list[tuple[str, str]]:
     return choices or [(bot.settings.default_kb, bot.settings.default_kb)]
 
 
+def current_kb_line(choices: list[tuple[str, str]], name: str) -> str:
+    label = next((label for label, value in choices if value == name), name)
+    return f"You are asking: **{escape_text(label)}**"
+
+
+def examples_of(bot: Guardrag, kb: str) -> list[list[str]]:
+    """Example questions from the KB itself, as Dataset samples."""
+    try:
+        return [[q] for q in kb_examples(bot.services.store, kb)]
+    except Exception:
+        log.exception("cannot read example questions of %s", kb)
+        return []
+
+
+@dataclass
+class ChatTab:
+    """The parts the app refreshes on page load and after an ingest."""
+
+    picker: gr.Dropdown
+    current: gr.Markdown
+    examples: gr.Dataset
+
+    def refresh(self, bot: Guardrag, chosen: str | None = None) -> tuple[Any, str, Any]:
+        """The picker, the current-KB line and the examples as the store is now."""
+        choices = kb_choices(bot)
+        names = [name for _, name in choices]
+        default = bot.settings.default_kb if bot.settings.default_kb in names else names[0]
+        name = chosen if chosen in names else default
+        return (
+            gr.update(choices=choices, value=name, visible=len(choices) > 1),
+            current_kb_line(choices, name),
+            gr.update(samples=examples_of(bot, name)),
+        )
+
+
 def chat_tab(
-    bot: Guardrag, recent: RecentResults, on_feedback: FeedbackHandler, delay_s: float
-) -> gr.Dropdown:
-    """The chat tab; returns its KB picker so the KB tab can refresh it after an ingest."""
+    bot: Guardrag,
+    recent: RecentResults,
+    on_feedback: FeedbackHandler,
+    delay_s: float,
+    operator: Operator,
+) -> ChatTab:
+    """The chat tab; returns the parts that follow the KBs on disk."""
     choices = kb_choices(bot)
     names = [name for _, name in choices]
     default = bot.settings.default_kb if bot.settings.default_kb in names else names[0]
     kb = gr.Dropdown(
         choices=choices, value=default, label="Knowledge base", visible=len(choices) > 1
     )
+    current = gr.Markdown(current_kb_line(choices, default), elem_id="current-kb")
     chat = gr.Chatbot(label="Chat", height=460, elem_id="chat")
     ids = gr.State({})
     shown = gr.HTML(elem_id="route-badge")
-    with gr.Accordion("Why?", open=False, elem_id="why"):
-        why = gr.Markdown()
+    open_why = operator.expected is None  # the trusted demo: everyone is the operator
+    with gr.Accordion("Why?", open=False, elem_id="why", visible=open_why) as why_panel:
+        why = gr.Markdown(elem_id="why-text")
         trail = gr.Dataframe(headers=TRAIL_HEADERS, label="Decision trail", elem_id="trail")
     question = gr.Textbox(
         placeholder="Ask a question…", show_label=False, autofocus=True, elem_id="question"
     )
     with gr.Row():
         send = gr.Button("Ask", variant="primary", elem_id="ask")
-        clear = gr.Button("Clear")
-    gr.Examples(EXAMPLES, inputs=question, label="Try")
+        stop = gr.Button("Stop", elem_id="stop")
+        clear = gr.Button("Clear", elem_id="clear")
+    examples = gr.Dataset(
+        components=[question],
+        samples=examples_of(bot, default),
+        label="Try",
+        elem_id="examples",
+    )
+    outputs = [chat, question, shown, trail, ids, why]
+
+    def is_operator(session: str | None) -> bool:
+        return open_why or operator.ok(session)
 
     def on_submit(
         text: str,
         history: list[Message] | None,
         name: str | None,
         known: dict[int, str],
+        session: str,
         request: gr.Request,
     ) -> Iterator[ChatUpdate]:
-        thread = session_thread(request)
         yield from chat_turn(
-            bot, text, history, name, known, recent=recent, delay_s=delay_s, thread_id=thread
+            bot,
+            text,
+            history,
+            name,
+            known,
+            recent=recent,
+            delay_s=delay_s,
+            thread_id=session_thread(request),
+            operator=is_operator(session),
         )
+
+    def on_option(
+        history: list[Message] | None,
+        name: str | None,
+        known: dict[int, str],
+        session: str,
+        data: gr.SelectData,
+        request: gr.Request,
+    ) -> Iterator[ChatUpdate]:
+        """A "did you mean" entry clicked: ask it."""
+        yield from on_submit(str(data.value), history, name, known, session, request)
 
     def on_clear(request: gr.Request) -> ChatUpdate:
         """A new conversation: the thread's memory is forgotten with the visible chat."""
@@ -190,13 +311,27 @@ def chat_tab(
     def on_like(known: dict[int, str], data: gr.LikeData) -> None:
         record_feedback(on_feedback, known, data.index, data.liked)
 
-    gr.on(
-        [question.submit, send.click],
-        on_submit,
-        inputs=[question, chat, kb, ids],
-        outputs=[chat, question, shown, trail, ids, why],
-        api_name="ask",
+    inputs = [question, chat, kb, ids, operator.session]
+    asking = gr.on(
+        [question.submit, send.click], on_submit, inputs=inputs, outputs=outputs, api_name="ask"
     )
+    picking = chat.option_select(
+        on_option, inputs=[chat, kb, ids, operator.session], outputs=outputs
+    )
+    stop.click(None, cancels=[asking, picking])
     chat.like(on_like, inputs=[ids], outputs=None)
-    clear.click(on_clear, outputs=[chat, question, shown, trail, ids, why])
-    return kb
+    clear.click(on_clear, outputs=outputs)
+    examples.click(lambda sample: sample[0], inputs=[examples], outputs=[question])
+    tab = ChatTab(kb, current, examples)
+
+    def on_pick(name: str) -> tuple[str, Any]:
+        _, line, samples = tab.refresh(bot, name)
+        return line, samples
+
+    kb.change(on_pick, inputs=[kb], outputs=[current, examples])
+    operator.then(
+        lambda session: gr.update(visible=is_operator(session)),
+        inputs=[operator.session],
+        outputs=[why_panel],
+    )
+    return tab

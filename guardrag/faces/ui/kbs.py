@@ -1,5 +1,6 @@
-"""The knowledge-base tab (admin token): the KBs and their quarantined entries, and uploads
-ingested into a new snapshot."""
+"""The knowledge-base tab, for the signed-in operator: the KBs on disk (refreshed on every page
+load and after each ingest), their quarantined entries, a browser over any KB's entries, and
+uploads ingested into a new snapshot. Nothing here is listed for a session not signed in."""
 
 from __future__ import annotations
 
@@ -14,28 +15,36 @@ import gradio as gr
 from guardrag.config.settings import Settings, validate_kb_name
 from guardrag.core.kb.entries import IngestError
 from guardrag.core.kb.ingest import ingest
-from guardrag.core.kb.readers import load_entries
+from guardrag.core.kb.readers import IngestLimits, load_entries
 from guardrag.faces.service import Guardrag
-from guardrag.faces.ui.chat import kb_choices
+from guardrag.faces.ui.admin import Operator
+from guardrag.faces.ui.chat import ChatTab
 from guardrag.faces.ui.common import (
     DENIED,
+    ENTRY_HEADERS,
     KB_HEADERS,
     NO_TOKEN,
     QUARANTINE_HEADERS,
     SAFE_NAME,
+    SIGN_IN_FIRST,
     UPLOAD_TYPES,
     Row,
     escape_text,
     token_ok,
 )
-from guardrag.faces.views import kb_summaries
+from guardrag.faces.ui.uploads import discard
+from guardrag.faces.views import kb_entries, kb_summaries
 
 log = logging.getLogger("guardrag.ui")
+
+#: Entries shown per page in the browser, and characters of each entry's text in the table.
+PAGE = 20
+EXCERPT = 160
 
 
 def kb_rows(bot: Guardrag) -> list[Row]:
     return [
-        [s.name, s.description, s.entries, s.snapshot_id, s.updated_at]
+        [escape_text(s.name), escape_text(s.description), s.entries, s.snapshot_id, s.updated_at]
         for s in kb_summaries(bot.services.store)
     ]
 
@@ -60,6 +69,36 @@ def quarantine_rows(bot: Guardrag) -> list[Row]:
     except Exception:
         log.exception("cannot list quarantined entries")
     return rows
+
+
+def entry_rows(bot: Guardrag, kb: str, page: int) -> list[Row]:
+    """One page of a KB's entries, escaped and cut short for the table."""
+    try:
+        entries = kb_entries(bot.services.store, kb, max(0, page - 1) * PAGE, PAGE)
+    except Exception:
+        log.exception("cannot browse %s", kb)
+        return []
+
+    def short(text: str) -> str:
+        return escape_text(text if len(text) <= EXCERPT else text[: EXCERPT - 1] + "…")
+
+    return [
+        [escape_text(e.source_id), e.kind, short(e.title), short(e.text), escape_text(e.url or "")]
+        for e in entries
+    ]
+
+
+def entry_preview(bot: Guardrag, kb: str, page: int, index: int) -> str:
+    """One entry in full (escaped): its title, text, link and category."""
+    entries = kb_entries(bot.services.store, kb, max(0, page - 1) * PAGE + index, 1)
+    if not entries:
+        return ""
+    e = entries[0]
+    return (
+        f"**{escape_text(e.title)}** (`{escape_text(e.source_id)}`, {e.kind}"
+        f"{', ' + escape_text(e.category) if e.category else ''})\n\n{escape_text(e.text)}\n\n"
+        f"{escape_text(e.url or '')}"
+    )
 
 
 def check_upload(path: str | None, max_bytes: int) -> Path:
@@ -91,14 +130,16 @@ def ingest_upload(
     description: str,
     progress: Callable[[tuple[int, int]], Any] | None = None,
 ) -> str:
-    """Validate, stage and ingest an uploaded FAQ file into `kb` with the bot's own store and
-    embedder; returns a status line (escaped). The previous snapshot serves on any failure."""
-    if not token_ok(bot.settings.admin_token, token):
-        return DENIED
+    """Validate, stage and ingest an uploaded file into `kb` with the bot's own store and
+    embedder; returns a status line (escaped). The previous snapshot serves on any failure,
+    and the upload itself is deleted from the upload folder either way."""
     try:
-        kb = validate_kb_name(kb.strip())
+        if not token_ok(bot.settings.admin_token, token):
+            return DENIED
+        limits = IngestLimits.from_settings(bot.settings)
+        kb = validate_kb_name(kb.strip(), "Knowledge base name")
         file = stage_upload(bot.settings, kb, check_upload(path, bot.settings.upload_max_bytes))
-        total = len(load_entries([file])[0])
+        total = len(load_entries([file], limits=limits)[0])
         done = 0
 
         def advance(count: int) -> None:
@@ -117,58 +158,95 @@ def ingest_upload(
         )
     except (IngestError, ValueError, OSError) as exc:
         return f"Not ingested: {escape_text(str(exc))}"
+    finally:
+        discard(path)
     return f"Ingested: {escape_text(report.summary())}"
 
 
-def kb_tab(bot: Guardrag, picker: gr.Dropdown) -> None:
+def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], tuple[Any, ...]]:
+    """The tab; returns its refresh (for the page load): (status, KB table, quarantine,
+    browser's KB choices) as the store is now, or nothing without a sign-in."""
+    settings = bot.settings
+    status = gr.Markdown(SIGN_IN_FIRST, elem_id="kb-access")
     table = gr.Dataframe(
-        kb_rows(bot), headers=KB_HEADERS, label="Knowledge bases", elem_id="kb-table"
+        headers=KB_HEADERS, datatype="markdown", label="Knowledge bases", elem_id="kb-table"
     )
     quarantined = gr.Dataframe(
-        quarantine_rows(bot),
         headers=QUARANTINE_HEADERS,
         datatype="markdown",  # escaped by quarantine_rows, rendered so it reads as written
         label="Held back at ingest as possible prompt injection (never indexed or served)",
         wrap=True,
         elem_id="kb-quarantine",
     )
-    refresh = gr.Button("Refresh")
-    refresh.click(lambda: (kb_rows(bot), quarantine_rows(bot)), outputs=[table, quarantined])
+    with gr.Accordion("Browse entries", open=False, elem_id="kb-browse"):
+        with gr.Row():
+            browse_kb = gr.Dropdown(choices=[], label="Knowledge base", elem_id="browse-kb")
+            page = gr.Number(1, minimum=1, precision=0, label="Page", elem_id="browse-page")
+        entries = gr.Dataframe(
+            headers=ENTRY_HEADERS, datatype="markdown", wrap=True, elem_id="kb-entries"
+        )
+        preview = gr.Markdown(elem_id="kb-preview")
+
+    def refresh(session: str) -> tuple[Any, ...]:
+        if not operator.ok(session):
+            return SIGN_IN_FIRST, [], [], gr.update(choices=[], value=None)
+        names = [s.name for s in kb_summaries(bot.services.store)]
+        return "", kb_rows(bot), quarantine_rows(bot), gr.update(choices=names)
+
+    def on_browse(session: str, kb: str | None, number: float | None) -> tuple[list[Row], str]:
+        if not operator.ok(session) or not kb:
+            return [], ""
+        return entry_rows(bot, kb, int(number or 1)), ""
+
+    def on_preview(session: str, kb: str | None, number: float | None, data: gr.SelectData) -> str:
+        if not operator.ok(session) or not kb:
+            return ""
+        row = data.index[0] if isinstance(data.index, list | tuple) else int(data.index)
+        return entry_preview(bot, kb, int(number or 1), row)
+
+    views = [status, table, quarantined, browse_kb]
+    operator.then(refresh, inputs=[operator.session], outputs=views)
+    gr.Button("Refresh", elem_id="kb-refresh").click(
+        refresh, inputs=[operator.session], outputs=views
+    )
+    for trigger in (browse_kb.change, page.change):
+        trigger(on_browse, inputs=[operator.session, browse_kb, page], outputs=[entries, preview])
+    entries.select(on_preview, inputs=[operator.session, browse_kb, page], outputs=[preview])
+
     gr.Markdown(
         f"**Ingest a file** ({', '.join(UPLOAD_TYPES)}; at most "
-        f"{bot.settings.upload_max_bytes // 1000} kB). Re-uploading a file updates its entries."
+        f"{settings.upload_max_bytes // 1000} kB). Re-uploading a file updates its entries."
     )
-    if bot.settings.admin_token is None:
+    if settings.admin_token is None:
         gr.Markdown(f"Upload is {NO_TOKEN}", elem_id="upload-disabled")
-        return
+        return refresh
     with gr.Row():
         file = gr.File(
             label="FAQ or document file", file_types=list(UPLOAD_TYPES), elem_id="kb-file"
         )
         with gr.Column():
-            kb = gr.Textbox(bot.settings.default_kb, label="Knowledge base name", elem_id="kb-name")
+            kb = gr.Textbox(settings.default_kb, label="Knowledge base name", elem_id="kb-name")
             description = gr.Textbox(label="Description (optional)")
-            token = gr.Textbox(label="Admin token", type="password", elem_id="kb-token")
             run = gr.Button("Ingest", variant="primary", elem_id="kb-ingest")
-    status = gr.Markdown(elem_id="kb-status")
+    result = gr.Markdown(elem_id="kb-status")
 
     def on_ingest(
-        given: str,
+        session: str,
         path: str | None,
         name: str,
         text: str,
+        chosen: str | None,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (how Gradio injects a progress bar)
-    ) -> tuple[str, list[Row], list[Row], Any]:
+    ) -> tuple[Any, ...]:
         def track(step: tuple[int, int]) -> None:
             progress(step, desc="Embedding", unit="entries")
 
-        message = ingest_upload(bot, given, path, name, text, track)
-        choices = kb_choices(bot)
-        update = gr.update(choices=choices, visible=len(choices) > 1)
-        return message, kb_rows(bot), quarantine_rows(bot), update
+        message = ingest_upload(bot, session, path, name, text, track)
+        return (message, *refresh(session), *chat.refresh(bot, chosen))
 
     run.click(
         on_ingest,
-        inputs=[token, file, kb, description],
-        outputs=[status, table, quarantined, picker],
+        inputs=[operator.session, file, kb, description, chat.picker],
+        outputs=[result, *views, chat.picker, chat.current, chat.examples],
     )
+    return refresh
