@@ -126,6 +126,10 @@ def test_unknown_kb_is_404_with_its_name(client: TestClient) -> None:
     for path in ("/v1/ask", "/v1/ask/stream"):
         response = client.post(path, json={"question": TOP_UP, "kb": "ghost"})
         assert response.status_code == 404 and "'ghost'" in response.json()["detail"]
+    chat = {"model": "ghost", "messages": [{"role": "user", "content": TOP_UP}]}
+    response = client.post("/v1/chat/completions", json=chat)
+    assert response.status_code == 404 and "'ghost'" in response.json()["detail"]
+    assert client.get("/v1/models/ghost").status_code == 404
 
 
 def _events(body: str) -> list[tuple[str, Any]]:
