@@ -1,19 +1,30 @@
 """Load test of the HTTP API: N concurrent clients on loopback, then an exactly-once audit check.
 
     python scripts/load_api.py [--clients 32] [--duration 120] [--max-requests 0]
-    python scripts/load_api.py --url http://127.0.0.1:7860 --audit-db data/audit.sqlite3
+    python scripts/load_api.py --url http://127.0.0.1:7860 --audit-url data/audit.sqlite3
+    python scripts/load_api.py --replicas 3 --faq-only --clients 16 --duration 30 [--kill-after 10]
 
 Without --url it ingests the sample KB into a temporary data dir and starts `guardrag serve`
 there (GUARDRAG_LLM_LOCAL=false, no LLM endpoint: questions that need generation are refused
-quickly, so the numbers are those of the guards, retrieval, rerank and audit). Each client
-is one thread with its own connection and its own address (X-Forwarded-For from loopback,
-which uvicorn trusts by default), so the per-client rate limiter sees 32 clients. Clients ask
-a mix of FAQ questions (answered), off-topic and unanswerable ones (refused) and attacks and
-personal data (blocked), honour Retry-After on 429, and stop at the duration or request cap.
+quickly, so the numbers are those of the guards, retrieval, rerank and audit). With
+--replicas N it starts N `guardrag serve` processes on their own ports instead, the reference
+deployment of docs/DEPLOY.md: each replica serves its own copy of the KB published once
+(GUARDRAG_EDGE_SOURCE_DIR), audit and conversations in one Postgres, rate limits in one Redis
+(throwaway servers from Debian's packages unless --audit-url / --redis-url name yours).
+--kill-after S sends SIGKILL to the first replica S seconds in.
+
+Each client is one thread with its own connection and its own address (X-Forwarded-For from
+loopback, which uvicorn trusts by default), so the per-client rate limiter sees N clients.
+With several replicas a client sends its requests to each in turn, as a round-robin balancer
+would, and stops sending to one that refuses connections. Clients ask a mix of FAQ questions
+(answered), off-topic and unanswerable ones (refused) and attacks and personal data (blocked),
+or FAQ questions only (--faq-only), honour Retry-After on 429, and stop at the duration or
+request cap.
 
 Reports throughput, p50/p95/p99 latency, status codes, outcomes; then checks that only 200
-and 429 were seen and that every 200's request id is in the audit log exactly once, with no
-extra rows. Exits 1 when a check fails.
+and 429 were seen (and transport errors only from a killed replica) and that every 200's
+request id is in the audit log exactly once, with no rows beyond those 200s and the requests
+a killed replica was serving. Exits 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -30,18 +41,21 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
 
+from guardrag.core.audit import open_audit_store
 from guardrag.core.audit.record import now_iso
 
 REPO = Path(__file__).resolve().parents[1]
 FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"
 KB = "kinetic"
 OK_STATUSES = {200, 429}
+SERVE = [sys.executable, "-m", "guardrag", "serve"]
 
 #: Refused questions: off-topic, unanswerable in domain, attacks, personal data.
 REFUSED = [
@@ -56,12 +70,15 @@ REFUSED = [
 ]
 
 
+def faq_questions(faq: Path = FAQ) -> list[str]:
+    return [json.loads(line)["question"] for line in faq.read_text().splitlines() if line]
+
+
 def question_mix(faq: Path = FAQ, refused_share: float = 0.4) -> list[str]:
     """FAQ questions (answered) interleaved with REFUSED ones at about `refused_share`."""
-    answered = [json.loads(line)["question"] for line in faq.read_text().splitlines() if line]
     mix: list[str] = []
     every = max(1, round(1 / refused_share))
-    for i, question in enumerate(answered):
+    for i, question in enumerate(faq_questions(faq)):
         mix.append(question)
         if i % every == 0 or refused_share >= 0.5:
             mix.append(REFUSED[len(mix) % len(REFUSED)])
@@ -70,8 +87,10 @@ def question_mix(faq: Path = FAQ, refused_share: float = 0.4) -> list[str]:
 
 @dataclass
 class Call:
-    status: int
+    status: int  # 0: no HTTP answer (transport error)
     ms: float
+    client: int
+    target: str
     request_id: str | None = None
     outcome: str | None = None
     reason: str | None = None
@@ -91,19 +110,30 @@ class LoadReport:
     p95_ms: float
     p99_ms: float
     max_ms: float
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # HTTP statuses other than 200 and 429
     request_ids: list[str] = field(default_factory=list)
+    by_target: dict[str, dict[int, int]] = field(default_factory=dict)  # status counts
+    admitted: dict[int, int] = field(default_factory=dict)  # 200s per client
+    unanswered: dict[str, int] = field(default_factory=dict)  # sent, no answer, per target
+    refused_connections: dict[str, int] = field(default_factory=dict)  # never sent, per target
 
     def lines(self) -> list[str]:
-        return [
+        lines = [
             f"{self.clients} clients, {self.seconds:.1f} s: {self.requests} requests, "
             f"{self.throughput_rps:.1f} req/s ({self.ok_rps:.1f} answered or refused per s)",
             f"latency of 200s: p50 {self.p50_ms:.1f} ms, p95 {self.p95_ms:.1f} ms, "
             f"p99 {self.p99_ms:.1f} ms, max {self.max_ms:.1f} ms",
             f"status codes: {dict(sorted(self.statuses.items()))}",
             f"outcomes: {self.outcomes}; refusal reasons: {dict(sorted(self.reasons.items()))}",
-            *(f"error: {e}" for e in self.errors[:10]),
         ]
+        if len(self.by_target) > 1:
+            lines += [f"  {t}: {dict(sorted(s.items()))}" for t, s in self.by_target.items()]
+        if self.unanswered or self.refused_connections:
+            lines.append(
+                f"transport: sent but unanswered {self.unanswered}, "
+                f"connection refused {self.refused_connections}"
+            )
+        return lines + [f"error: {e}" for e in self.errors[:10]]
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -114,8 +144,13 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
+def client_address(number: int) -> str:
+    """The address client `number` claims in X-Forwarded-For (its rate-limit identity)."""
+    return f"10.0.{number // 250}.{number % 250 + 1}"
+
+
 def run_load(
-    base_url: str,
+    base_url: str | Sequence[str],
     questions: Sequence[str],
     *,
     clients: int = 32,
@@ -125,31 +160,50 @@ def run_load(
     timeout_s: float = 30.0,
 ) -> LoadReport:
     """`clients` threads asking `questions` round robin until `duration_s` or, per client,
-    `max_requests` (0: no cap) have passed."""
+    `max_requests` (0: no cap) have passed; with several base URLs each client spreads its
+    requests over them and skips one that refuses connections."""
+    targets = [base_url] if isinstance(base_url, str) else list(base_url)
     calls: list[Call] = []
     errors: list[str] = []
+    refused: Counter[str] = Counter()
     lock = threading.Lock()
     start = time.monotonic()
     deadline = start + duration_s
 
     def client(number: int) -> None:
-        headers = {"X-Forwarded-For": f"10.0.{number // 250}.{number % 250 + 1}"}
+        headers = {"X-Forwarded-For": client_address(number)}
         if api_key:
             headers["X-API-Key"] = api_key
-        sent = 0
-        with httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s) as http:
-            while time.monotonic() < deadline and (not max_requests or sent < max_requests):
+        alive = list(targets)
+        sent = turn = 0
+        with ExitStack() as stack:
+            http = {
+                t: stack.enter_context(httpx.Client(base_url=t, headers=headers, timeout=timeout_s))
+                for t in targets
+            }
+            while alive and time.monotonic() < deadline:
+                if max_requests and sent >= max_requests:
+                    break
+                target = alive[(number + turn) % len(alive)]
+                turn += 1
                 question = questions[(number * 7 + sent) % len(questions)]
-                sent += 1
                 began = time.perf_counter()
                 try:
-                    response = http.post("/v1/ask", json={"question": question})
-                except httpx.HTTPError as exc:
-                    with lock:
-                        errors.append(f"{type(exc).__name__}: {exc}")
-                        calls.append(Call(0, (time.perf_counter() - began) * 1000))
+                    response = http[target].post("/v1/ask", json={"question": question})
+                except httpx.ConnectError:
+                    with lock:  # never sent: a balancer would take this replica out
+                        refused[target] += 1
+                    alive.remove(target)
                     continue
-                call = Call(response.status_code, (time.perf_counter() - began) * 1000)
+                except httpx.HTTPError:
+                    sent += 1
+                    with lock:  # sent, no answer (the replica died under it): maybe run
+                        calls.append(Call(0, (time.perf_counter() - began) * 1000, number, target))
+                    continue
+                sent += 1
+                call = Call(
+                    response.status_code, (time.perf_counter() - began) * 1000, number, target
+                )
                 if response.status_code == 200:
                     body = response.json()
                     call.request_id, call.outcome = body["request_id"], body["outcome"]
@@ -170,6 +224,9 @@ def run_load(
         thread.join()
     seconds = time.monotonic() - start
     ok = sorted(c.ms for c in calls if c.status == 200)
+    by_target: dict[str, Counter[int]] = {t: Counter() for t in targets}
+    for c in calls:
+        by_target[c.target][c.status] += 1
     return LoadReport(
         clients=clients,
         seconds=seconds,
@@ -185,6 +242,10 @@ def run_load(
         max_ms=ok[-1] if ok else 0.0,
         errors=errors,
         request_ids=[c.request_id for c in calls if c.request_id],
+        by_target={t: dict(s) for t, s in by_target.items()},
+        admitted=dict(Counter(c.client for c in calls if c.status == 200)),
+        unanswered=dict(Counter(c.target for c in calls if c.status == 0)),
+        refused_connections=dict(refused),
     )
 
 
@@ -194,41 +255,54 @@ class AuditCheck:
     distinct_ids: int
     missing: int
     stored_rows: int
+    distinct_rows: int
+    unanswered: int = 0  # requests sent to a replica that died before answering
 
     @property
     def ok(self) -> bool:
-        # Every 200 audited once (request_id is the table's key), and no row that no 200 explains.
+        # Every 200 audited once (request_id is the table's key), no row twice, and no row
+        # that neither a 200 nor a request cut short by a killed replica explains.
         return (
             self.distinct_ids == self.answered_200
             and not self.missing
-            and (self.stored_rows == self.answered_200)
+            and self.stored_rows == self.distinct_rows
+            and self.answered_200 <= self.stored_rows <= self.answered_200 + self.unanswered
         )
 
     def line(self) -> str:
+        cut = f" (+ up to {self.unanswered} cut short by a kill)" if self.unanswered else ""
         return (
             f"audit: {self.answered_200} responses with status 200, {self.distinct_ids} distinct "
-            f"ids, {self.missing} missing from the log, {self.stored_rows} rows in the log: "
+            f"ids, {self.missing} missing from the log, {self.stored_rows} rows in the log"
+            f"{cut}, {self.stored_rows - self.distinct_rows} duplicated: "
             f"{'exactly once' if self.ok else 'MISMATCH'}"
         )
 
 
-def check_audit(db: Path, request_ids: Sequence[str], since: str = "") -> AuditCheck:
+def check_audit(
+    store_url: Path | str, request_ids: Sequence[str], since: str = "", unanswered: int = 0
+) -> AuditCheck:
     """Compare the 200s' request ids with the audit log's rows written since `since` (an ISO
-    time; other traffic to a shared server in that window shows up as extra rows)."""
-    from guardrag.core.audit import SQLiteAuditStore
-
-    store = SQLiteAuditStore(db)
+    time; other traffic to a shared server in that window shows up as extra rows). The log is
+    a SQLite file or a Postgres URL."""
+    store = open_audit_store(str(store_url))
     try:
         rows_since = store.query("SELECT request_id FROM requests WHERE ts >= ?", (since,))
-        stored = {row[0] for row in rows_since}
-        rows = len(rows_since)
     finally:
         store.close()
+    stored = [row[0] for row in rows_since]
     ids = set(request_ids)
-    return AuditCheck(len(request_ids), len(ids), len(ids - stored), rows)
+    return AuditCheck(
+        len(request_ids),
+        len(ids),
+        len(ids - set(stored)),
+        len(stored),
+        len(set(stored)),
+        unanswered,
+    )
 
 
-# --- starting a server ----------------------------------------------------------------------
+# --- starting servers -------------------------------------------------------------------------
 
 
 def _free_port() -> int:
@@ -237,7 +311,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
     """Poll /ready until it answers 200; raise if the server exits or takes too long."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -248,31 +322,145 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 1
                 return
         except httpx.HTTPError:
             pass
-        time.sleep(0.5)
+        time.sleep(0.25)
     raise RuntimeError(f"guardrag serve not ready after {timeout_s:.0f} s")
 
 
-def serve_sample(data_dir: Path, env: dict[str, str]) -> tuple[str, subprocess.Popen[bytes]]:
-    """Ingest the sample KB into data_dir and start `guardrag serve` on a free loopback port."""
-    guardrag = [sys.executable, "-m", "guardrag"]
+def ingest(env: dict[str, str], faq: Path = FAQ) -> None:
+    """`guardrag ingest` of an FAQ file as the sample KB, with these settings."""
     subprocess.run(
-        [*guardrag, "ingest", str(FAQ), "--kb", KB, "--description", "Kinetic Wallet"],
+        [
+            sys.executable,
+            "-m",
+            "guardrag",
+            "ingest",
+            str(faq),
+            "--kb",
+            KB,
+            "--description",
+            "Kinetic Wallet",
+        ],
         env=env,
         check=True,
         capture_output=True,
     )
+
+
+def start_server(
+    env: dict[str, str], log: Path, args: Sequence[str] = ()
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """`guardrag serve` on a free loopback port; not waited for (see wait_ready)."""
     port = _free_port()
     # The server's log goes to a file: a pipe nobody reads would fill up and stall it.
-    with (data_dir / "serve.log").open("wb") as log:
+    with log.open("wb") as out:
         process = subprocess.Popen(
-            [*guardrag, "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [*SERVE, "--host", "127.0.0.1", "--port", str(port), *args],
             env=env,
-            stdout=log,
+            stdout=out,
             stderr=subprocess.STDOUT,
         )
-    url = f"http://127.0.0.1:{port}"
-    _wait_ready(url, process)
+    return f"http://127.0.0.1:{port}", process
+
+
+def serve_sample(data_dir: Path, env: dict[str, str]) -> tuple[str, subprocess.Popen[bytes]]:
+    """Ingest the sample KB into data_dir and start `guardrag serve` there."""
+    ingest(env)
+    url, process = start_server(env, data_dir / "serve.log")
+    wait_ready(url, process)
     return url, process
+
+
+def base_env(**settings: str) -> dict[str, str]:
+    """The environment of a server under load: no LLM, sample KB by default."""
+    env = {
+        **os.environ,
+        "GUARDRAG_DEFAULT_KB": KB,
+        "GUARDRAG_LLM_LOCAL": "false",
+        "GUARDRAG_LLM_BASE_URL": "",
+        "GUARDRAG_AUDIT_URL": "",
+        "PYTHONPATH": str(REPO),
+    }
+    env.update({f"GUARDRAG_{k.upper()}": v for k, v in settings.items()})
+    return env
+
+
+@dataclass
+class Replica:
+    url: str
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+
+
+def start_replicas(
+    root: Path,
+    count: int,
+    audit_url: str,
+    redis_url: str,
+    args: Sequence[str] = ("--no-ui",),
+    **settings: str,
+) -> list[Replica]:
+    """`count` replicas under root (`guardrag serve` + `args`, API only by default): each its
+    own data dir and copy of the KBs published in root/published, one audit and conversation
+    store, one Redis. Waits until all are ready."""
+    replicas = []
+    for n in range(count):
+        data_dir = root / f"replica-{n}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        env = base_env(
+            data_dir=str(data_dir),
+            edge_source_dir=str(root / "published"),
+            audit_url=audit_url,
+            redis_url=redis_url,
+            **settings,
+        )
+        url, process = start_server(env, data_dir / "serve.log", args)
+        replicas.append(Replica(url, process, data_dir))
+    try:
+        for replica in replicas:
+            wait_ready(replica.url, replica.process)
+    except BaseException:
+        stop(replicas)
+        raise
+    return replicas
+
+
+def stop(replicas: Sequence[Replica], timeout_s: float = 60.0) -> None:
+    """SIGINT each (a clean stop drains the audit queue), then wait; SIGKILL laggards."""
+    for replica in replicas:
+        if replica.process.poll() is None:
+            replica.process.send_signal(signal.SIGINT)
+    for replica in replicas:
+        try:
+            replica.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            replica.process.kill()
+            replica.process.wait()
+
+
+@contextmanager
+def services(audit_url: str | None, redis_url: str | None) -> Iterator[tuple[str, str]]:
+    """The given Postgres and Redis URLs, or throwaway servers (tests/servers.py)."""
+    if audit_url and redis_url:
+        yield audit_url, redis_url
+        return
+    sys.path.insert(0, str(REPO))
+    from tests.servers import TempPostgres, TempRedis, postgres_bindir, redis_binary
+
+    bindir, binary = postgres_bindir(), redis_binary()
+    if (not audit_url and bindir is None) or (not redis_url and binary is None):
+        raise SystemExit("PostgreSQL or redis-server not found: run `make services`")
+    postgres = TempPostgres(bindir).start() if not audit_url and bindir else None
+    redis = TempRedis(binary).start() if not redis_url and binary else None
+    try:
+        yield (
+            audit_url or (postgres.url() if postgres else ""),
+            redis_url or (redis.url if redis else ""),
+        )
+    finally:
+        if postgres:
+            postgres.stop()
+        if redis:
+            redis.stop()
 
 
 def main() -> int:
@@ -280,7 +468,16 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--url", help="Target a running API instead of starting one.")
-    parser.add_argument("--audit-db", type=Path, help="Its audit SQLite file (with --url).")
+    parser.add_argument(
+        "--audit-url",
+        "--audit-db",
+        help="Its audit log (SQLite file or postgresql:// URL) with --url; with --replicas, "
+        "a Postgres to use instead of a throwaway one.",
+    )
+    parser.add_argument("--redis-url", help="With --replicas: a Redis instead of a throwaway one.")
+    parser.add_argument("--replicas", type=int, default=0, help="Start N replicas (0: one serve).")
+    parser.add_argument("--kill-after", type=float, help="SIGKILL the first replica after S s.")
+    parser.add_argument("--faq-only", action="store_true", help="Ask FAQ questions only.")
     parser.add_argument("--api-key", default=os.environ.get("GUARDRAG_API_KEY"))
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--duration", type=float, default=120.0, help="Seconds (default 120).")
@@ -289,56 +486,68 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=10)
     parser.add_argument("--json", type=Path, help="Also write the report here as JSON.")
     args = parser.parse_args()
-    questions = question_mix()
+    questions = faq_questions() if args.faq_only else question_mix()
+    limits = {
+        "rate_limit_per_minute": str(args.rate_per_minute),
+        "rate_limit_burst": str(args.burst),
+    }
 
-    with tempfile.TemporaryDirectory() as tmp:
-        process = None
-        url, db = args.url, args.audit_db
-        if url is None:
-            env = {
-                **os.environ,
-                "GUARDRAG_DATA_DIR": tmp,
-                "GUARDRAG_DEFAULT_KB": KB,
-                "GUARDRAG_LLM_LOCAL": "false",
-                "GUARDRAG_LLM_BASE_URL": "",
-                "GUARDRAG_RATE_LIMIT_PER_MINUTE": str(args.rate_per_minute),
-                "GUARDRAG_RATE_LIMIT_BURST": str(args.burst),
-                "GUARDRAG_AUDIT_URL": "",
-                "PYTHONPATH": str(REPO),
-            }
-            url, process = serve_sample(Path(tmp), env)
-            db = Path(tmp) / "audit.sqlite3"
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp, ExitStack() as outer:
+        stack = outer.enter_context(ExitStack())  # the servers under load, stopped first
+        replicas: list[Replica] = []
+        urls: list[str] = [args.url] if args.url else []
+        audit_url = args.audit_url
+        if args.replicas:
+            audit_url, redis_url = outer.enter_context(services(args.audit_url, args.redis_url))
+            ingest(base_env(data_dir=str(Path(tmp) / "published")))
+            replicas = start_replicas(Path(tmp), args.replicas, audit_url, redis_url, **limits)
+            stack.callback(stop, replicas)
+            urls = [r.url for r in replicas]
+        elif not urls:
+            url, process = serve_sample(Path(tmp), base_env(data_dir=tmp, **limits))
+            replicas = [Replica(url, process, Path(tmp))]
+            stack.callback(stop, replicas)
+            urls, audit_url = [url], str(Path(tmp) / "audit.sqlite3")
+        killed: list[str] = []
+        if args.kill_after is not None and replicas:
+
+            def kill() -> None:
+                replicas[0].process.send_signal(signal.SIGKILL)
+                killed.append(replicas[0].url)
+
+            timer = threading.Timer(args.kill_after, kill)
+            timer.start()
+            stack.callback(timer.cancel)
         started = now_iso()
         report = run_load(
-            url,
+            urls,
             questions,
             clients=args.clients,
             duration_s=args.duration,
             max_requests=args.max_requests,
             api_key=args.api_key,
         )
-        if process is not None:  # a clean stop drains the audit queue before exiting
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                print("error: guardrag serve did not stop within 120 s", file=sys.stderr)
-                return 1
-        else:
+        stack.close()  # a clean stop drains the audit queues
+        if not replicas:
             time.sleep(2)  # the running server's audit writer batches; give it a moment
-        audit = check_audit(db, report.request_ids, started) if db else None
+        unanswered = sum(report.unanswered.values())
+        audit = (
+            check_audit(audit_url, report.request_ids, started, unanswered) if audit_url else None
+        )
 
     for line in report.lines():
         print(line)
-    bad = {s: n for s, n in report.statuses.items() if s not in OK_STATUSES}
+    bad = {s: n for s, n in report.statuses.items() if s not in OK_STATUSES | {0}}
+    lost = set(report.unanswered) | set(report.refused_connections)
     print(f"statuses other than 200/429: {bad or 'none'}")
-    print(audit.line() if audit else "audit: not checked (pass --audit-db)")
+    print(f"transport errors outside the killed replica: {sorted(lost - set(killed)) or 'none'}")
+    print(audit.line() if audit else "audit: not checked (pass --audit-url)")
     if args.json:
-        data = {**asdict(report), "audit": asdict(audit) if audit else None}
+        data = {**asdict(report), "audit": asdict(audit) if audit else None, "urls": urls}
         data.pop("request_ids")
         args.json.write_text(json.dumps(data, indent=1))
-    return 0 if not bad and not report.errors and (audit is None or audit.ok) else 1
+    healthy = not bad and not report.errors and not (lost - set(killed))
+    return 0 if healthy and (audit is None or audit.ok) else 1
 
 
 if __name__ == "__main__":

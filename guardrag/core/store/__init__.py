@@ -48,6 +48,11 @@ def open_store(
 
 
 def store_from_settings(settings: Settings) -> VectorStore:
-    """The store the process settings name (GUARDRAG_QDRANT_URL / _API_KEY / _DATA_DIR)."""
+    """The store the process settings name (GUARDRAG_QDRANT_URL / _API_KEY / _DATA_DIR, or
+    GUARDRAG_EDGE_SOURCE_DIR: this process's own copies of the KBs published there)."""
     key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+    if settings.edge_source_dir is not None and not settings.qdrant_url:
+        from guardrag.core.store.follow import FollowingEdgeStore, copies_dir  # lazy: as above
+
+        return FollowingEdgeStore(settings.edge_source_dir, copies_dir(settings.data_dir))
     return open_store(settings.data_dir, settings.qdrant_url, key)

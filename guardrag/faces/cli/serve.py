@@ -1,19 +1,35 @@
-"""`guardrag serve`: the HTTP API with the Gradio app at /ui, in one process over one Guardrag.
+"""`guardrag serve`: the HTTP API with the Gradio app at /ui, over one Guardrag per process.
 
-Registered on the main Typer app in guardrag/faces/cli/main.py.
+One process by default. `--workers N` runs N uvicorn worker processes on one port, each
+building its own Guardrag from the environment (`worker_app`, a factory uvicorn calls in every
+worker; nothing is opened in the supervisor, so no file, socket or lock crosses a fork). With
+embedded Qdrant Edge each worker serves its own copy of the published shards
+(GUARDRAG_EDGE_SOURCE_DIR defaults to DATA_DIR for them). Registered on the main Typer app in
+guardrag/faces/cli/main.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
-from typing import Annotated
+import os
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from guardrag.config.settings import Settings, SettingsError, load_settings
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from guardrag.faces.service import Guardrag
+
 log = logging.getLogger("guardrag.serve")
+
+#: How the supervisor tells its workers whether to mount the UI (not a user setting).
+_UI_ENV = "GUARDRAG_SERVE_WORKER_UI"
 
 
 def ui_enabled(settings: Settings, ui: bool | None) -> bool:
@@ -47,6 +63,51 @@ def check_open_api(settings: Settings, host: str, insecure_open: bool) -> None:
         )
 
 
+def check_workers(settings: Settings, workers: int, ui: bool | None) -> bool:
+    """Whether N workers mount the UI, refusing what cannot work across processes."""
+    if workers == 1:
+        return ui_enabled(settings, ui)
+    if ui:
+        raise SettingsError(
+            "--ui needs --workers 1: the UI keeps each browser session in one process's "
+            "memory; serve it from a single-worker replica (with sticky sessions at the proxy)"
+        )
+    if not settings.redis_url:
+        log.warning(
+            "rate limits are per worker: a client may get up to %d times "
+            "GUARDRAG_RATE_LIMIT_PER_MINUTE; set GUARDRAG_REDIS_URL to share them",
+            workers,
+        )
+    return False
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process, built from the environment (uvicorn's factory)."""
+    # lazy: the web framework and the pipeline load in the workers only
+    from guardrag.faces.api import create_app
+    from guardrag.faces.service import Guardrag  # lazy: see above
+
+    settings = load_settings()
+    bot = Guardrag.from_settings(settings, source="api")
+    bot.warm_up()
+    app = create_app(bot, with_ui=os.environ.get(_UI_ENV) == "1")
+    close_on_shutdown(app, bot)
+    return app
+
+
+def close_on_shutdown(app: FastAPI, bot: Guardrag) -> None:
+    """Close `bot` (audit queue, conversation pool, index copies) when the worker stops."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(application: Any) -> AsyncIterator[Any]:
+        async with inner(application) as state:
+            yield state
+        bot.close()
+
+    app.router.lifespan_context = lifespan
+
+
 def serve(
     host: Annotated[
         str | None, typer.Option(help="Interface to bind (default GUARDRAG_HOST, 127.0.0.1).")
@@ -70,31 +131,48 @@ def serve(
             "authenticating proxy only).",
         ),
     ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Worker processes on this port (API only; each has its own copy of embedded "
+            "KBs). See docs/DEPLOY.md.",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the HTTP API (/v1, /health, /ready, /docs) and the UI (/ui) until interrupted."""
     # lazy: the web server and the pipeline load only for this command
     import uvicorn
 
-    from guardrag.faces.api import create_app  # lazy: see above
-    from guardrag.faces.service import Guardrag  # lazy: see above
-
     logging.basicConfig(level=logging.INFO)
     settings = load_settings()
     bind = host or settings.host
     check_open_api(settings, bind, insecure_open)
-    # One Guardrag per process: the embedded Qdrant shard admits one process at a time.
-    with_ui = ui_enabled(settings, ui)
+    with_ui = check_workers(settings, workers, ui)
     if not with_ui and ui is None:
-        log.info("API keys are configured: the UI is not mounted (--ui mounts it anyway)")
+        log.info("the UI is not mounted (API keys are configured, or several workers)")
+    options: dict[str, Any] = {
+        "host": bind,
+        "port": port or settings.port,
+        "server_header": False,
+        "log_level": "info",
+    }
+    if workers > 1:
+        os.environ[_UI_ENV] = "0"
+        if not settings.qdrant_url and settings.edge_source_dir is None:
+            # Embedded Edge admits one process per shard: each worker follows DATA_DIR.
+            os.environ["GUARDRAG_EDGE_SOURCE_DIR"] = str(settings.data_dir)
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **options)
+        return
+
+    from guardrag.faces.api import create_app  # lazy: see above
+    from guardrag.faces.service import Guardrag  # lazy: see above
+
+    # One Guardrag per process: an embedded Qdrant shard admits one process at a time.
     bot = Guardrag.from_settings(settings, source="api")
     bot.warm_up()
     try:
-        uvicorn.run(
-            create_app(bot, with_ui=with_ui),
-            host=bind,
-            port=port or settings.port,
-            server_header=False,
-            log_level="info",
-        )
+        uvicorn.run(create_app(bot, with_ui=with_ui), **options)
     finally:
         bot.close()
