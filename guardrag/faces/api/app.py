@@ -26,7 +26,6 @@ from guardrag.faces.api.middleware import (
     BodyGateMiddleware,
     NoKeysInURLMiddleware,
     RequestIdMiddleware,
-    answer,
     request_id,
     scrub_access_log,
 )
@@ -198,7 +197,7 @@ def _mount_ui(app: FastAPI, bot: Guardrag, recent: RecentResults) -> None:
     import gradio as gr
 
     from guardrag.faces.ui import CSS, build_app  # lazy: with Gradio
-    from guardrag.faces.ui.uploads import upload_dir  # lazy: with Gradio
+    from guardrag.faces.ui.uploads import NoUploadsMiddleware, upload_dir  # lazy: with Gradio
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
@@ -214,20 +213,4 @@ def _mount_ui(app: FastAPI, bot: Guardrag, recent: RecentResults) -> None:
         css=CSS,
     )
     if bot.settings.admin_token is None:
-        app.add_middleware(NoUploadsMiddleware)
-
-
-class NoUploadsMiddleware:
-    """Without an admin token nobody may ingest, so nobody may upload a file either: Gradio's
-    upload route would otherwise accept files from anyone who reaches the UI."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and str(scope["path"]).startswith(
-            f"{UI_PATH}/gradio_api/upload"
-        ):
-            await answer(scope, send, 403, ErrorBody(detail="uploads are disabled"))
-            return
-        await self.app(scope, receive, send)
+        app.add_middleware(NoUploadsMiddleware, prefix=UI_PATH)

@@ -22,7 +22,7 @@ from guardrag.faces.ui.audit import audit_tab
 from guardrag.faces.ui.chat import chat_tab, log_feedback
 from guardrag.faces.ui.common import CSS, FeedbackHandler
 from guardrag.faces.ui.kbs import kb_tab
-from guardrag.faces.ui.uploads import SWEEP, upload_dir
+from guardrag.faces.ui.uploads import SWEEP, NoUploadsMiddleware, upload_dir
 from guardrag.faces.views import RecentResults
 
 log = logging.getLogger("guardrag.ui")
@@ -80,18 +80,28 @@ def build_app(
 
 
 def main() -> None:
-    """Build the real services from GUARDRAG_* settings and serve the UI locally."""
+    """Build the real services from GUARDRAG_* settings and serve the UI locally (mounted on
+    a FastAPI app, so that uploads are refused outright when there is no admin token)."""
+    # lazy: the web server loads only to serve
+    import uvicorn
+    from fastapi import FastAPI
+
     logging.basicConfig(level=logging.INFO)
     bot = Guardrag.from_settings(source="ui")
-    upload_dir(bot.settings)  # before the UI is built: Gradio reads it when it starts
+    settings = bot.settings
+    upload_dir(settings)  # before the UI is built: Gradio reads it when it starts
     bot.warm_up()
+    app = gr.mount_gradio_app(
+        FastAPI(docs_url=None, redoc_url=None, openapi_url=None),
+        build_app(bot),
+        path="",
+        max_file_size=settings.upload_max_bytes,
+        show_error=False,
+        css=CSS,
+    )
+    if settings.admin_token is None:
+        app.add_middleware(NoUploadsMiddleware)
     try:
-        build_app(bot).launch(
-            server_name=bot.settings.host,
-            server_port=bot.settings.port,
-            share=False,
-            max_file_size=bot.settings.upload_max_bytes,
-            css=CSS,
-        )
+        uvicorn.run(app, host=settings.host, port=settings.port, server_header=False)
     finally:
         bot.close()

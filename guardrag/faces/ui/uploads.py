@@ -9,8 +9,10 @@ delete_cache, and entirely at restart), and an ingest deletes its upload once st
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from guardrag.config.settings import Settings
 
@@ -42,3 +44,26 @@ def discard(path: str | os.PathLike[str] | None) -> None:
     if folder and file.is_relative_to(Path(folder).resolve()):
         with contextlib.suppress(OSError):
             file.unlink()
+
+
+class NoUploadsMiddleware:
+    """Without an admin token nobody may ingest, so nobody may upload a file either: Gradio's
+    upload route (under `prefix`) would otherwise take files from anyone who reaches the UI."""
+
+    def __init__(self, app: Any, prefix: str = "") -> None:
+        self.app = app
+        self.route = f"{prefix}/gradio_api/upload"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and str(scope["path"]).startswith(self.route):
+            body = json.dumps({"detail": "uploads are disabled (no admin token)"}).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 403,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
