@@ -100,7 +100,17 @@ class Settings(BaseSettings):
         None, ge=1, description="CPU threads for the local model; default all cores."
     )
     llm_ctx: int = Field(
-        4096, ge=512, le=32768, description="Context window of the local model, in tokens."
+        8192,
+        ge=512,
+        le=32768,
+        description="Local model's KV cache in tokens, shared by its slots; also the most "
+        "one request may use.",
+    )
+    llm_parallel: int = Field(
+        4, ge=1, le=16, description="Requests the local model serves at once (slots)."
+    )
+    llm_cache_mib: int = Field(
+        512, ge=0, description="Host RAM for the local model's prompt cache, in MiB (0: off)."
     )
     llm_start_timeout_s: float = Field(
         120.0, gt=0, description="How long to wait for the local model server to answer."

