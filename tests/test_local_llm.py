@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from guardrag.config.settings import Settings, load_settings
 from guardrag.contract import Result
+from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.llm import local as local_llm
 from guardrag.core.llm import supervisor
 from guardrag.core.llm.client import load_chat_model, local_endpoint, unavailable_reason
@@ -33,6 +34,7 @@ from guardrag.core.llm.supervisor import (
     read_state,
     stop_server,
 )
+from guardrag.core.store import VectorStore
 from guardrag.faces.cli.llm import llm_app
 from guardrag.faces.eval.evaluate import load_cases
 from guardrag.faces.service import Guardrag
@@ -459,6 +461,24 @@ def test_server_command_runs_the_prebuilt_server_with_all_cores(tmp_path: Path) 
     assert local_llm.server_for(settings).env["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
+def test_the_demo_says_why_generated_answers_are_off(
+    tmp_path: Path, sample_store: VectorStore, embedder: OnnxEmbedder
+) -> None:
+    """No model installed: the app still starts, and its UI says why answers are refused."""
+    from guardrag.faces.service import build_services
+    from guardrag.faces.ui.app import build_app
+
+    settings = settings_for(tmp_path)
+    bot = Guardrag(build_services(settings, store=sample_store, embedder=embedder), settings)
+    try:
+        assert bot.services.chat_model is None
+        page = json.dumps(build_app(bot).config, default=str)
+    finally:
+        bot.close()
+    assert "Generated answers are off" in page and "not installed" in page
+    assert "make llm" in page
+
+
 # --- guardrag llm -------------------------------------------------------------------------------
 
 
@@ -541,7 +561,6 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
         if REQUIRE_MODEL:
             pytest.fail(message)
         pytest.skip(message)
-    from guardrag.core.embedder import OnnxEmbedder
     from guardrag.core.kb.ingest import ingest
     from guardrag.core.store import open_store
     from guardrag.faces.service import build_services

@@ -16,6 +16,7 @@ from typing import Any
 
 import gradio as gr
 
+from guardrag.core.llm.client import unavailable_reason
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.admin import sign_in_row
 from guardrag.faces.ui.audit import audit_tab
@@ -59,6 +60,13 @@ def build_app(
     picture = graph_png(Path(tempfile.mkdtemp(prefix="guardrag-ui-")))
     with gr.Blocks(title="guardrag", analytics_enabled=False, delete_cache=SWEEP) as demo:
         gr.Markdown("## guardrag\nAnswers only from a verified knowledge base; refuses the rest.")
+        if bot.services.chat_model is None:  # say why, instead of letting refusals puzzle
+            why = unavailable_reason(bot.settings) or "no language model is configured"
+            gr.Markdown(
+                f"**Generated answers are off** ({why}). Questions that match the knowledge "
+                "base closely are still answered; the others are refused.",
+                elem_id="llm-off",
+            )
         operator = sign_in_row(bot.settings.admin_token)
         with gr.Tab("Chat"):
             chat = chat_tab(bot, recent, on_feedback, delay_s, operator)
