@@ -364,6 +364,7 @@ def test_customers_never_receive_codes_scores_or_the_trail(bot: Guardrag) -> Non
 
 
 def test_a_near_miss_offers_entries_to_click(bot: Guardrag) -> None:
+    bot = bot.with_services(chat_model=None)  # no model: refused not_found, never "error"
     *_, (history, *_) = chat_turn(bot, NEAR_MISS, [], KB, {}, operator=False)
     last = history[-1]
     assert last["content"].endswith("Did you mean one of these?")

@@ -74,10 +74,22 @@ class SlowChatModel(ScriptedChatModel):
 
 @pytest.fixture(scope="module")
 def site(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # noqa: F811
-    """The UI's URL on a real server (API and UI in one app, as `guardrag serve` runs it),
-    with a chat model slow enough that the stages of a question can be watched."""
+    """The UI's base URL on a real server (API and UI in one app, as `guardrag serve` runs
+    it), without a chat model: what needs one is refused, what is near an entry not found."""
+    bot = make_bot(
+        replace(services, chat_model=None),
+        tmp_path_factory.mktemp("site"),
+        admin_token=SecretStr(TOKEN),
+    )
+    with serving(create_app(bot)) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def slow_site(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # noqa: F811
+    """Like `site`, with a chat model slow enough that the stages of a question show."""
     slow = replace(services, chat_model=SlowChatModel())
-    bot = make_bot(slow, tmp_path_factory.mktemp("site"), admin_token=SecretStr(TOKEN))
+    bot = make_bot(slow, tmp_path_factory.mktemp("slow"), admin_token=SecretStr(TOKEN))
     with serving(create_app(bot)) as base:
         yield base
 
@@ -181,9 +193,14 @@ def test_faq_question_shows_answer_and_citation_link(page: Page) -> None:
     snap(page, "chat-answer.png")
 
 
-def test_a_progress_event_shows_within_a_second(page: Page) -> None:
+def test_a_progress_event_shows_within_a_second(browser: Browser, slow_site: str) -> None:
     """Timed inside the page: from the click to the first stage that only the pipeline's own
     progress events can show (the placeholder before them does not count)."""
+    with open_page(browser, f"{slow_site}/ui/") as page:
+        watch_progress(page)
+
+
+def watch_progress(page: Page) -> None:
     page.evaluate(
         """labels => {
             window.seen = {};
@@ -201,15 +218,18 @@ def test_a_progress_event_shows_within_a_second(page: Page) -> None:
     clicked = page.evaluate(
         "() => { document.querySelector('#ask').click(); return performance.now(); }"
     )
-    expect(page.locator("#chat")).to_contain_text(STAGE_LABELS["drafting"], timeout=10_000)
+    page.wait_for_function("() => Object.keys(window.seen).length > 0", timeout=10_000)
     seen = page.evaluate("() => window.seen")
     first = min(seen.values()) - clicked
     print(f"\nfirst progress stage shown {first:.0f} ms after the click: {sorted(seen)}")
     assert first < 1000, seen
+    page.wait_for_timeout(500)
     snap(page, "chat-progress.png")
-    page.locator("#stop").click()  # the model is slow: stop waiting for it
-    page.wait_for_timeout(3_500)
-    assert STAGE_LABELS["drafting"] in last_reply(page)  # stopped: no reply replaced it
+    page.locator("#stop").click()  # the model takes 3 s a call: stop waiting for it
+    waiting = last_reply(page)
+    page.wait_for_timeout(4_000)
+    assert last_reply(page) == waiting  # stopped: no answer or refusal replaced the stage
+    assert any(label.rstrip("….") in waiting for label in STAGE_LABELS.values()), waiting
 
 
 def test_no_refusal_shown_to_a_customer_holds_an_internal_code(page: Page) -> None:

@@ -189,6 +189,7 @@ _NEXT_STAGE: dict[str, Stage] = {
     "classify": "searching",
     "exact_match": "searching",
     "retrieve": "searching",
+    "rephrase": "searching",
     "rerank": "drafting",
     "generate": "verifying",
     "ground": "verifying",
