@@ -25,7 +25,12 @@ FAULTS: tuple[Fault, ...] = (
 )
 
 
-def _completion(model: str, text: str | None) -> dict[str, Any]:
+def _completion(
+    model: str,
+    text: str | None,
+    logprobs: dict[str, Any] | None = None,
+    finish_reason: str = "stop",
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -34,8 +39,9 @@ def _completion(model: str, text: str | None) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
                 "message": {"role": "assistant", "content": text},
+                **({"logprobs": logprobs} if logprobs is not None else {}),
             }
         ],
         "usage": {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333},
@@ -55,9 +61,10 @@ def _chunk(model: str, text: str) -> dict[str, Any]:
 class OpenAIStub:
     """Answers POST /v1/chat/completions with queued replies and records each request body.
 
-    `status` != 200 answers an error; `delay_s` sleeps first; `fault` (one of FAULTS) breaks
-    the reply in that way until it is set back to None. Streamed requests (`"stream": true`)
-    get the reply as server-sent events.
+    `status` != 200 answers an error (saying `error_message`); `delay_s` sleeps first; `fault`
+    (one of FAULTS) breaks the reply in that way until it is set back to None. Streamed
+    requests (`"stream": true`) get the reply as server-sent events. `logprobs` (OpenAI's
+    choice.logprobs object) and `finish_reason` go into every plain reply.
     """
 
     def __init__(self) -> None:
@@ -66,6 +73,9 @@ class OpenAIStub:
         self.status = 200
         self.delay_s = 0.0
         self.fault: Fault | None = None
+        self.error_message = "upstream failure"
+        self.logprobs: dict[str, Any] | None = None
+        self.finish_reason = "stop"
 
     @contextmanager
     def serve(self) -> Iterator[str]:
@@ -86,7 +96,7 @@ class OpenAIStub:
                 if stub.status != 200:
                     self._send(
                         stub.status,
-                        {"error": {"message": "upstream failure", "type": "server_error"}},
+                        {"error": {"message": stub.error_message, "type": "server_error"}},
                     )
                     return
                 text = stub.replies.pop(0) if stub.replies else "NOT_IN_SOURCES"
@@ -104,7 +114,8 @@ class OpenAIStub:
                 elif body.get("stream"):
                     self._stream(model, text, cut=fault == "cut_stream")
                 else:
-                    self._send(200, _completion(model, text))
+                    completion = _completion(model, text, stub.logprobs, stub.finish_reason)
+                    self._send(200, completion)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 self._send_raw(status, json.dumps(payload).encode())
