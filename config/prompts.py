@@ -38,6 +38,15 @@ REWRITE_USER = """Conversation:
 
 Last message: {question}"""
 
+#: `rephrase`: a question the KB search is unsure about, asked again in plain English (Malay,
+#: slang and typos included): a second probe, not an answer.
+REPHRASE_SYSTEM = "You rewrite customer messages for a help-centre search engine."
+
+REPHRASE_USER = """Rewrite the customer's message as one short, clear question in English. Keep \
+every detail that matters, translate other languages, fix spelling, and do not answer it.
+
+Message: {question}"""
+
 #: The optional grounding judge (knob `grounding_judge`): one claim against its passage.
 JUDGE_SYSTEM = """You check an assistant's claim against a source passage. Reply SUPPORTED if \
 the passage states the claim, in any words. Reply UNSUPPORTED if the passage does not say it, \
@@ -60,6 +69,8 @@ PROMPT_VERSION = hashlib.sha256(
             RETRY_USER,
             REWRITE_SYSTEM,
             REWRITE_USER,
+            REPHRASE_SYSTEM,
+            REPHRASE_USER,
             JUDGE_SYSTEM,
             JUDGE_USER,
         )
@@ -67,4 +78,4 @@ PROMPT_VERSION = hashlib.sha256(
 ).hexdigest()[:12]
 
 #: Texts the output guard checks answers against for prompt leakage.
-LEAKABLE = (ANSWER_SYSTEM, REWRITE_SYSTEM)
+LEAKABLE = (ANSWER_SYSTEM, REWRITE_SYSTEM, REPHRASE_USER)

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
 
+#: The verbatim-answer threshold of a KB that has no calibration of its own (fitted on our
+#: e-wallet golden set; self-calibration puts that KB at 0.46).
+DEFAULT_FAQ_ANSWER_THRESHOLD = 0.45
+
+
 class KnobError(GuardragError, ValueError):
     """A knob that does not exist, or a value out of its range; the message names the knob."""
 
@@ -73,8 +78,11 @@ class RunConfig(BaseModel):
     strong_semantic: Unit = _knob(
         0.7, "Semantic similarity of the best passage that counts as evidence on its own."
     )
-    faq_answer_threshold: Unit = _knob(
-        0.45, "Rerank score above which one FAQ entry is answered verbatim (no LLM)."
+    faq_answer_threshold: Unit | None = _knob(
+        None,
+        "Rerank score above which one FAQ entry is answered verbatim (no LLM). None: the KB's "
+        "own, calibrated at ingest on its entries (`guardrag kbs` shows it); "
+        f"{DEFAULT_FAQ_ANSWER_THRESHOLD} for a KB without one.",
     )
     faq_margin: Unit = _knob(
         0.09, "Lead over the runner-up entry needed to answer an FAQ entry verbatim."
@@ -84,6 +92,18 @@ class RunConfig(BaseModel):
     )
     passage_min_ratio: Unit = _knob(
         0.8, "Passages scoring below this share of the best score are not given to the LLM."
+    )
+    # rephrase
+    rephrase_unsure: bool = _knob(
+        True,
+        "Ask the chat model to rephrase a question the domain gate refuses on similarity alone, "
+        "or whose best FAQ entry is not confident, and search again with the rewrite.",
+    )
+    rephrase_margin: Unit = _knob(
+        0.15,
+        "An unsure FAQ entry is answered verbatim when the question and its rephrasing both rank "
+        "it first, their average score clears the verbatim threshold and leads by this much "
+        "(chosen on the tuning sets by right answers - 5 x wrong ones).",
     )
     # generate
     use_llm: bool = _knob(True, "Generate answers with the chat model when no FAQ entry fits.")

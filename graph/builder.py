@@ -25,6 +25,7 @@ from guardrag.nodes.ground import ground
 from guardrag.nodes.moderate_input import moderate_input
 from guardrag.nodes.moderate_output import moderate_output
 from guardrag.nodes.refuse import refuse
+from guardrag.nodes.rephrase import rephrase
 from guardrag.nodes.rerank import rerank
 from guardrag.nodes.respond import respond
 from guardrag.nodes.retrieve import retrieve
@@ -40,6 +41,7 @@ NODES: dict[str, Node] = {
     "exact_match": exact_match,
     "retrieve": retrieve,
     "rerank": rerank,
+    "rephrase": rephrase,
     "generate": generate,
     "ground": ground,
     "moderate_output": moderate_output,

@@ -71,6 +71,9 @@ class PipelineState(InputState, total=False):
     """
 
     query_vector: list[float]
+    rephrased: str
+    rephrased_vector: list[float]
+    first_ranking: list[Candidate]
     domain: Domain | None
     kb_similarity: float
     candidates: list[Candidate]

@@ -1,64 +1,86 @@
 """classify: is the question about this knowledge base, off topic, or small talk?
 
-Evidence: the best cosine of the question to the KB's entries (a dense probe of the index)
-against its best cosine to generic off-topic and greeting exemplars, and names of other
-companies that the KB never mentions.
+Evidence: the best cosine of the question to the KB's entries, to their questions or their
+answers (a dense probe of the index: a short question about a detail of an answer is as much
+in domain as a paraphrase of an entry's question), against its best cosine to generic off-topic
+and greeting exemplars, and names of other companies that the KB never mentions. A question refused on similarity alone goes to
+`rephrase` first when a chat model is there (Malay and slang read as off topic to MiniLM).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from langchain_core.runnables import RunnableConfig
 
+from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
+from guardrag.core.classify import DomainVerdict
+from guardrag.core.kb.stats import KBStats
 from guardrag.core.store import IndexUnavailable
 from guardrag.graph.state import PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import NodeRuntime, can_rephrase, decide, knobs, refuse_with
 
 NODE = "classify"
+#: Entries the probe reads (nearest by question vector, each with its answer's cosine too).
+PROBE_HITS = 10
+#: Refusals on similarity alone, which a rephrased question may overturn (greetings and other
+#: companies' names are no matter of wording).
+SOFT_RULES = frozenset({"kb_similarity", "closer_to_off_topic"})
 
 
 def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     services, run = runtime.context, knobs(config)
-    kb, question = state["kb"], state["question"]
-    vector = np.asarray(state["query_vector"], dtype=np.float32)  # embedded by moderate_input
+    kb = state["kb"]
     try:
         info = services.store.kb_info(kb)
         if info is None:
             raise IndexUnavailable(f"knowledge base {kb!r} does not exist; run `guardrag ingest`")
-        probe = services.store.search(kb, vector.tolist(), None, limit=1)
         stats = services.kb_stats.get(services.store, kb, info.snapshot_id)
+        verdict, kb_best = gate(runtime, run, kb, state["question"], state["query_vector"], stats)
     except IndexUnavailable as exc:
         return refuse_with(
             RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
         )
-    kb_best = probe[0].dense if probe else 0.0
+    update: dict[str, Any] = {"domain": verdict.domain, "kb_similarity": kb_best}
+    if verdict.domain == "in_domain":
+        decision = decide(
+            NODE, "pass", verdict.rule, verdict.score, verdict.threshold, **verdict.detail
+        )
+        return {**update, "trail": [decision]}
+    reason = f"{verdict.domain}:{verdict.rule}"
+    if verdict.rule in SOFT_RULES and can_rephrase(run, runtime):
+        # Only similarity said no: the same question in plain English may say otherwise.
+        decision = decide(
+            NODE, "miss", f"{reason}; asking again in plain words", verdict.score,
+            verdict.threshold, **verdict.detail,
+        )  # fmt: skip
+        return {**update, "trail": [decision]}
+    decision = decide(NODE, "block", reason, verdict.score, verdict.threshold, **verdict.detail)
+    return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, **update)
+
+
+def gate(
+    runtime: NodeRuntime,
+    run: RunConfig,
+    kb: str,
+    question: str,
+    vector: Sequence[float],
+    stats: KBStats,
+) -> tuple[DomainVerdict, float]:
+    """The domain verdict on a question and its best cosine to the KB (question or answer)."""
+    services = runtime.context
+    probe = services.store.search(kb, list(vector), None, limit=PROBE_HITS)
+    kb_best = max((max(h.dense, h.content or 0.0) for h in probe), default=0.0)
     verdict = services.domain.classify(
         question,
-        np.asarray(vector),
+        np.asarray(vector, dtype=np.float32),
         kb_best,
         stats.vocabulary,
         min_similarity=run.domain_min_similarity,
         margin=run.domain_margin,
         greeting_similarity=run.greeting_min_similarity,
     )
-    update: dict[str, Any] = {
-        "domain": verdict.domain,
-        "kb_similarity": kb_best,
-    }
-    if verdict.domain == "in_domain":
-        decision = decide(
-            NODE, "pass", verdict.rule, verdict.score, verdict.threshold, **verdict.detail
-        )
-        return {**update, "trail": [decision]}
-    decision = decide(
-        NODE,
-        "block",
-        f"{verdict.domain}:{verdict.rule}",
-        verdict.score,
-        verdict.threshold,
-        **verdict.detail,
-    )
-    return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, **update)
+    return verdict, kb_best

@@ -7,8 +7,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from guardrag.config.run_config import RunConfig
+from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Verdict
+from guardrag.core.kb.calibration import Calibration
 from guardrag.graph.context import Services
 
 NodeRuntime = Runtime[Services]
@@ -36,10 +37,32 @@ def decide(
     )
 
 
-def refuse_with(reason: RefusalReason, decision: Decision, **update: Any) -> dict[str, Any]:
+def refuse_with(
+    reason: RefusalReason, decision: Decision, stage: str | None = None, **update: Any
+) -> dict[str, Any]:
     """The partial update of a node that stops the pipeline: its decision plus a typed refusal.
 
-    The user-facing message is written by the `refuse` node, which knows the KB's title.
+    `stage` names the stage whose rule refused when it is not the deciding node's own (the
+    domain gate's refusal confirmed by `rephrase`). The user-facing message is written by the
+    `refuse` node, which knows the KB's title.
     """
-    refusal = Refusal(reason=reason, stage=decision.node, kind=REASON_KIND[reason], message="")
+    stage = stage or decision.node
+    refusal = Refusal(reason=reason, stage=stage, kind=REASON_KIND[reason], message="")
     return {"refusal": refusal, "trail": [decision], **update}
+
+
+def faq_threshold(run: RunConfig, runtime: NodeRuntime, kb: str) -> tuple[float, str]:
+    """The verbatim-answer threshold for `kb` and where it comes from: the knob when a run sets
+    it, else the KB's own (calibrated at ingest), else the default."""
+    if run.faq_answer_threshold is not None:
+        return run.faq_answer_threshold, "knob"
+    info = runtime.context.store.kb_info(kb)
+    calibration = Calibration.from_extra(info.extra) if info else None
+    if calibration is not None:
+        return calibration.faq_answer_threshold, "calibrated"
+    return DEFAULT_FAQ_ANSWER_THRESHOLD, "default"
+
+
+def can_rephrase(run: RunConfig, runtime: NodeRuntime) -> bool:
+    """Whether an unsure question may be asked again in the model's words (`rephrase`)."""
+    return run.rephrase_unsure and run.use_llm and runtime.context.chat_model is not None

@@ -31,7 +31,7 @@ from guardrag.core.grounding import (
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
 from guardrag.graph.state import Candidate, PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import NodeRuntime, decide, faq_threshold, knobs, refuse_with
 
 NODE = "ground"
 log = logging.getLogger("guardrag.nodes")
@@ -101,7 +101,8 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "confidence": round(min(report.score, passages[cited[0] - 1].score), 4),
             "trail": [decision],
         }
-    fallback = _fallback(report, state.get("candidates", []), passages, run)
+    threshold, _ = faq_threshold(run, runtime, state["kb"])
+    fallback = _fallback(report, state.get("candidates", []), passages, run, threshold)
     if fallback is not None:
         top, why = fallback
         kind = "FAQ entry" if top.is_faq else "passage"
@@ -110,7 +111,7 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "miss",
             f"draft not grounded ({report.reason}); {why}: answered with the top {kind} verbatim",
             top.score,
-            run.faq_answer_threshold,
+            threshold,
             claims=claims,
         )
         return {
@@ -128,7 +129,11 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
 
 
 def _fallback(
-    report: GroundingReport, ranked: list[Candidate], passages: list[Candidate], run: RunConfig
+    report: GroundingReport,
+    ranked: list[Candidate],
+    passages: list[Candidate],
+    run: RunConfig,
+    threshold: float,
 ) -> tuple[Candidate, str] | None:
     """The KB entry to answer verbatim instead of an ungrounded draft, and why; None refuses.
 
@@ -142,7 +147,7 @@ def _fallback(
     if not run.grounding_fallback_to_faq or not ranked:
         return None
     top = ranked[0]
-    if top.score < run.faq_answer_threshold:
+    if top.score < threshold:
         return None
     lead = top.score - ranked[1].score if len(ranked) > 1 else 1.0
     if lead >= run.faq_margin:

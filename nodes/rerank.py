@@ -1,8 +1,12 @@
 """rerank: rescores candidates, drops duplicates, and decides how the question will be answered.
 
 - best score below `min_relevance`: refused no_relevant_docs (nothing in the KB answers it);
-- the best is an FAQ entry scoring above `faq_answer_threshold` and leads the runner-up by
+- the best is an FAQ entry scoring above the verbatim threshold (the KB's own, calibrated at
+  ingest, unless the `faq_answer_threshold` knob sets one) and leads the runner-up by
   `faq_margin`: answered with that entry verbatim (route semantic_match, no LLM);
+- an FAQ entry in between, with a chat model at hand: the question goes to `rephrase` and comes
+  back; it is answered verbatim when both wordings rank that entry first, their average clears
+  the threshold and leads by `rephrase_margin`; otherwise the first ranking stands;
 - the passages neither come semantically close (`strong_semantic`) nor contain enough of the
   question's IDF-weighted words (`min_evidence_coverage`): refused no_relevant_docs before any
   LLM is asked (the KB has no evidence for this question);
@@ -23,12 +27,21 @@ from guardrag.core.kb.stats import point_text
 from guardrag.core.rerank import (
     FusedReranker,
     RerankUnavailable,
+    agreement,
     lexical_coverage,
     semantic_similarity,
 )
 from guardrag.core.text import normalise
 from guardrag.graph.state import Candidate, PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import (
+    NodeRuntime,
+    can_rephrase,
+    decide,
+    faq_threshold,
+    knobs,
+    refuse_with,
+)
+from guardrag.nodes.retrieve import probe
 
 NODE = "rerank"
 _FALLBACK = FusedReranker()
@@ -110,9 +123,31 @@ def _not_found(
 
 
 def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
-    run, question = knobs(config), state["question"]
+    run = knobs(config)
+    question, _ = probe(state)
     ranked, name = _score(question, state["kb"], state["candidates"], run, runtime)
     ranked = _dedupe(ranked)
+    threshold, source = faq_threshold(run, runtime, state["kb"])
+    first = state.get("first_ranking") or []
+    if first and state.get("rephrased"):  # back from `rephrase`: do the two wordings agree?
+        agreed = agreement(_scores(first), _scores(ranked), threshold, run.rephrase_margin)
+        detail = {
+            "rephrased": state.get("rephrased"),
+            "average": round(agreed.score, 4),
+            "lead": round(agreed.lead, 4),
+            "margin": run.rephrase_margin,
+        }
+        if agreed.agreed:
+            entry = next(c for c in first if str(c.payload.get("source_id", c.id)) == agreed.entry)
+            why = f"{name}: {agreed.why}"
+            return _verbatim(replace(entry, score=agreed.score), ranked, why, threshold, detail)
+        # the customer's own wording decides from here on
+        question, ranked = state["question"], first
+        detail["first_ranking_stands"] = agreed.why
+    elif first:  # back from `rephrase`, which found no other wording
+        ranked, detail = first, {"first_ranking_stands": "no rephrasing"}
+    else:
+        detail = {}
     best = ranked[0]
     top = [
         {"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]
@@ -126,28 +161,36 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             best.score,
             run.min_relevance,
             top=top,
+            **detail,
         )
     lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
-    if best.is_faq and best.score >= run.faq_answer_threshold and lead >= run.faq_margin:
+    if best.is_faq and best.score >= threshold and lead >= run.faq_margin:
+        return _verbatim(
+            best,
+            ranked,
+            f"{name}: confident FAQ entry",
+            threshold,
+            {
+                "lead": round(lead, 4),
+                "margin": run.faq_margin,
+                "threshold_from": source,
+                "top": top,
+            },
+        )
+    unsure = best.is_faq and not first and not state.get("rephrased")
+    if unsure and can_rephrase(run, runtime):
         decision = decide(
             NODE,
-            "hit",
-            f"{name}: confident FAQ entry",
+            "miss",
+            f"{name}: unsure FAQ entry; asking again in plain words",
             best.score,
-            run.faq_answer_threshold,
+            threshold,
             lead=round(lead, 4),
             margin=run.faq_margin,
+            threshold_from=source,
             top=top,
         )
-        return {
-            "candidates": ranked,
-            "passages": [best],
-            "answer": str(best.payload.get("answer") or best.payload.get("text")),
-            "route": "semantic_match",
-            "citations": [best.citation()],
-            "confidence": round(best.score, 4),
-            "trail": [decision],
-        }
+        return {"candidates": ranked, "first_ranking": ranked, "trail": [decision]}
     passages = _passages(ranked, run)
     # A close match to an FAQ question (the title) is evidence on its own, even when the answer
     # is worded differently; for documents the title vector already includes the text.
@@ -161,6 +204,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         "semantic": round(semantic, 4),
         "strong_semantic": run.strong_semantic,
         "top": top,
+        **detail,
     }
     if semantic < run.strong_semantic and evidence < run.min_evidence_coverage:
         return _not_found(
@@ -178,9 +222,11 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "miss",
             f"{name}: no confident FAQ entry and the LLM is off",
             best.score,
-            run.faq_answer_threshold,
+            threshold,
+            threshold_from=source,
             lead=round(lead, 4),
             top=top,
+            **detail,
         )
         return refuse_with(RefusalReason.LOW_CONFIDENCE, decision, candidates=ranked)
     decision = decide(
@@ -192,3 +238,22 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         **evidence_detail,
     )
     return {"candidates": ranked, "passages": passages, "trail": [decision]}
+
+
+def _scores(ranked: list[Candidate]) -> list[tuple[str, float]]:
+    return [(str(c.payload.get("source_id", c.id)), c.score) for c in ranked]
+
+
+def _verbatim(
+    entry: Candidate, ranked: list[Candidate], why: str, threshold: float, detail: dict[str, Any]
+) -> dict[str, Any]:
+    """Answer with one FAQ entry's own answer (route semantic_match, no LLM)."""
+    return {
+        "candidates": ranked,
+        "passages": [entry],
+        "answer": str(entry.payload.get("answer") or entry.payload.get("text")),
+        "route": "semantic_match",
+        "citations": [entry.citation()],
+        "confidence": round(entry.score, 4),
+        "trail": [decide(NODE, "hit", why, entry.score, threshold, **detail)],
+    }

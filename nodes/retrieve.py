@@ -1,5 +1,7 @@
 """retrieve: hybrid search (dense MiniLM + BM25, fused with RRF in Qdrant) for candidates.
 
+After `rephrase`, the search is for the rephrased question (rerank compares both rankings).
+
 Entries carrying instructions for the model (guards.passages) are dropped, logged and counted
 in the trail: ingest quarantines them, this catches any that reached the index anyway.
 """
@@ -23,11 +25,10 @@ log = logging.getLogger("guardrag.nodes")
 
 def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     run = knobs(config)
-    sparse = bm25.encode_query(state["question"]) if run.use_bm25 else None
+    question, vector = probe(state)
+    sparse = bm25.encode_query(question) if run.use_bm25 else None
     try:
-        hits = runtime.context.store.search(
-            state["kb"], state["query_vector"], sparse, limit=run.top_k
-        )
+        hits = runtime.context.store.search(state["kb"], vector, sparse, limit=run.top_k)
     except IndexUnavailable as exc:
         return refuse_with(
             RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
@@ -45,7 +46,19 @@ def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
             decide(NODE, "miss", f"{mode}: no candidates", dropped=poisoned),
         )
     best = max(c.dense for c in candidates)
+    searched = {"searched": question} if state.get("rephrased") else {}
     return {
         "candidates": candidates,
-        "trail": [decide(NODE, "pass", mode, best, None, hits=len(candidates), dropped=poisoned)],
+        "trail": [
+            decide(
+                NODE, "pass", mode, best, None, hits=len(candidates), dropped=poisoned, **searched
+            )
+        ],
     }
+
+
+def probe(state: PipelineState) -> tuple[str, list[float]]:
+    """What retrieval and rerank look for: the question, or its rephrasing once there is one."""
+    if state.get("rephrased"):
+        return state["rephrased"], state["rephrased_vector"]
+    return state["question"], state["query_vector"]

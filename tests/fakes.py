@@ -10,12 +10,21 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from guardrag.config import prompts
+
 
 class ScriptedChatModel(BaseChatModel):
-    """Replies with queued strings (or raises queued exceptions) and records every prompt."""
+    """Replies with queued strings (or raises queued exceptions) and records every prompt.
+
+    `rephrase` asks have their own queue, `rephrasings`, and record, `rephrase_calls`; with none
+    queued the model gives the customer's message back unchanged (so `rephrase` adds nothing
+    and the earlier decision stands), and tests scripted for `generate` need not know of it.
+    """
 
     replies: list[str | Exception] = Field(default_factory=list)
+    rephrasings: list[str | Exception] = Field(default_factory=list)
     calls: list[list[BaseMessage]] = Field(default_factory=list)
+    rephrase_calls: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -28,10 +37,15 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self.calls.append(messages)
-        if not self.replies:
-            raise AssertionError("ScriptedChatModel: no reply queued for this call")
-        reply = self.replies.pop(0)
+        if messages and messages[0].content == prompts.REPHRASE_SYSTEM:
+            self.rephrase_calls.append(messages)
+            asked = str(messages[-1].content).rpartition("Message: ")[2]
+            reply = self.rephrasings.pop(0) if self.rephrasings else asked
+        else:
+            self.calls.append(messages)
+            if not self.replies:
+                raise AssertionError("ScriptedChatModel: no reply queued for this call")
+            reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply
         usage = {

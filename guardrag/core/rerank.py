@@ -108,3 +108,42 @@ class HttpReranker:
 def load_reranker(settings: Settings) -> Reranker:
     """The cross-encoder at GUARDRAG_RERANK_URL when set, else the offline fused scorer."""
     return HttpReranker(settings.rerank_url) if settings.rerank_url else FusedReranker()
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How two wordings of one question rank the same KB entries (rerank after `rephrase`)."""
+
+    agreed: bool
+    entry: str | None  # the id both rank first, when they do
+    score: float  # its average score over both wordings
+    lead: float  # over the runner-up's average
+    why: str
+
+
+def agreement(
+    first: Sequence[tuple[str, float]],
+    second: Sequence[tuple[str, float]],
+    threshold: float,
+    margin: float,
+) -> Agreement:
+    """Do both rankings ((entry id, score), best first) put the same entry first, and does it
+    clear `threshold` and lead the runner-up by `margin` on the average of the two scores?
+    An entry only one wording found counts 0 for the other."""
+    if not first or not second:
+        return Agreement(False, None, 0.0, 0.0, "a wording found nothing")
+    one, two = dict(first), dict(second)
+    average = sorted(
+        ((key, (one.get(key, 0.0) + two.get(key, 0.0)) / 2) for key in {*one, *two}),
+        key=lambda pair: pair[1],
+        reverse=True,
+    )
+    top, score = average[0]
+    lead = score - (average[1][1] if len(average) > 1 else 0.0)
+    if not first[0][0] == second[0][0] == top:
+        return Agreement(False, None, score, lead, "the two wordings rank different entries first")
+    if score < threshold:
+        return Agreement(False, top, score, lead, f"average {score:.3f} < threshold {threshold}")
+    if lead < margin:
+        return Agreement(False, top, score, lead, f"lead {lead:.3f} < margin {margin}")
+    return Agreement(True, top, score, lead, "both wordings rank it first, clearly")

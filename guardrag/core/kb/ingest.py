@@ -18,9 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from guardrag.core.embedder import Embedder
+from guardrag.core.kb.calibration import KEY as CALIBRATION
+from guardrag.core.kb.calibration import Calibration, calibrate
 from guardrag.core.kb.entries import Entry
 from guardrag.core.kb.quarantine import held_back, quarantine
 from guardrag.core.kb.readers import load_entries
+from guardrag.core.kb.stats import KBStats, point_text
+from guardrag.core.rerank import FusedReranker, Reranker
 from guardrag.core.store import IndexDamaged, KBInfo, Point, VectorStore, bm25
 
 log = logging.getLogger(__name__)
@@ -38,6 +42,7 @@ class IngestReport:
     total: int = 0
     skipped: list[str] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)
+    calibration: Calibration | None = None
 
     def summary(self) -> str:
         text = (
@@ -49,6 +54,11 @@ class IngestReport:
             text += f"; {len(self.skipped)} bad rows skipped"
         if self.flagged:
             text += f"; {len(self.flagged)} quarantined as possible prompt injection"
+        if self.calibration is not None:
+            text += (
+                f"; verbatim-answer threshold {self.calibration.faq_answer_threshold:.3f} "
+                f"(calibrated on {self.calibration.probes} held-out probes)"
+            )
         return text
 
 
@@ -105,12 +115,15 @@ def ingest(
     skip_bad_rows: bool = False,
     progress: Callable[[int], None] | None = None,
     batch_size: int = 512,
+    reranker: Reranker | None = None,
 ) -> IngestReport:
     """Parse, embed and publish `paths` into `kb` as one new snapshot.
 
     Rows from other source files already in the KB are kept; rows of these files that are gone
     from the source are removed. Vectors of unchanged rows are reused, not recomputed. Rows are
     embedded `batch_size` at a time while the store writes them; `progress` hears of each batch.
+    Once published, the KB calibrates its verbatim-answer threshold on its own FAQ entries
+    (kb/calibration.py, scored by `reranker` as questions will be) and keeps it with the snapshot.
     """
     paths = [p.resolve() for p in paths]
     entries, skipped = load_entries(paths, columns, skip_bad_rows)
@@ -163,7 +176,37 @@ def ingest(
             extra={"quarantined": held_back(old_info, ingested_files, entries_flagged)},
         ),
     )
+    faqs = [(pid, e.title, e.text) for pid, e in keyed if e.kind == "faq"] + [
+        (p.id, str(p.payload["question"]), str(p.payload["answer"]))
+        for p in kept
+        if p.payload.get("kind") == "faq"
+    ]
+    report.calibration = _calibrated(
+        store, kb, report.snapshot_id, old_info, embedder, reranker or FusedReranker(), faqs
+    )
     return report
+
+
+def _calibrated(
+    store: VectorStore,
+    kb: str,
+    snapshot: str,
+    old_info: KBInfo | None,
+    embedder: Embedder,
+    reranker: Reranker,
+    faqs: list[tuple[str, str, str]],
+) -> Calibration | None:
+    """The snapshot's calibration, kept with it; an unchanged snapshot scored by the same
+    reranker keeps the one it has."""
+    known = Calibration.from_extra(old_info.extra) if old_info is not None else None
+    if old_info and old_info.snapshot_id == snapshot and known and known.scorer == reranker.name:
+        store.annotate(kb, snapshot, {CALIBRATION: known.to_dict()})
+        return known
+    stats = KBStats.from_texts(snapshot, (point_text(p) for p in store.payloads(kb)))
+    found = calibrate(store, kb, snapshot, embedder, reranker, stats, faqs)
+    if found is not None:
+        store.annotate(kb, snapshot, {CALIBRATION: found.to_dict()})
+    return found
 
 
 def _previous_snapshot(

@@ -95,6 +95,12 @@ class VectorStore(Protocol):
         snapshot, never a mix; on any error nothing is published and the old snapshot stays."""
         ...
 
+    def annotate(self, kb: str, snapshot_id: str, extra: dict[str, Any]) -> bool:
+        """Merge `extra` into the published info of `kb` if its live snapshot is still
+        `snapshot_id`: facts derived from a snapshot after it is published (its calibration).
+        False when another snapshot has replaced it meanwhile (nothing is written)."""
+        ...
+
     def points(self, kb: str) -> Iterable[Point]:
         """Every point of the KB's current snapshot, with vectors and payload (ingest reuses
         unchanged rows' vectors and keeps rows of other source files from it)."""

@@ -12,6 +12,7 @@ serves a re-ingest without restart. Replaced shards are deleted once no process 
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -258,6 +259,21 @@ class EdgeStore:
             with self._lock:
                 self._refresh(kb)  # lets go of our pin on the old shard, so it can go now
             self._sweep_locked(kb_dir)
+
+    def annotate(self, kb: str, snapshot_id: str, extra: dict[str, Any]) -> bool:
+        kb_dir = self._root / c.check_kb_name(kb)
+        with _publish_lock(kb_dir, kb):
+            try:
+                _, shard, info = _read_pointer(kb_dir / POINTER)
+            except (OSError, ValueError, KeyError) as exc:
+                raise IndexDamaged(f"knowledge base {kb!r}: pointer unreadable ({exc})") from exc
+            if info.snapshot_id != snapshot_id:
+                return False
+            final = dataclasses.replace(info, extra={**info.extra, **extra})
+            _write_atomic(kb_dir / POINTER, {"shard": shard, c.INFO_KEY: c.info_to_dict(final)})
+            with self._lock:
+                self._refresh(kb)
+        return True
 
     def search(
         self,

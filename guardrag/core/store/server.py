@@ -9,6 +9,7 @@ the new snapshot. Collection metadata needs Qdrant server 1.16 or later.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -103,6 +104,17 @@ class ServerStore:
                 "guardrag metadata; re-run `guardrag ingest` for it"
             )
         return c.info_from_dict(meta)
+
+    def annotate(self, kb: str, snapshot_id: str, extra: dict[str, Any]) -> bool:
+        alias = self._alias(c.check_kb_name(kb))
+        with self._guard(f"annotate knowledge base {kb!r}"):
+            name = self._target(alias)
+            info = self.kb_info(kb)
+            if name is None or info is None or info.snapshot_id != snapshot_id:
+                return False
+            final = dataclasses.replace(info, extra={**info.extra, **extra})
+            self._client.update_collection(name, metadata={c.INFO_KEY: c.info_to_dict(final)})
+        return True
 
     def publish(self, kb: str, points: Iterable[Point], info: KBInfo) -> None:
         alias = self._alias(c.check_kb_name(kb))

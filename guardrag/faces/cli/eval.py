@@ -6,13 +6,21 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from tqdm import tqdm
 
-from guardrag.config.run_config import KNOBS, KnobError, RunConfig
+from guardrag.config.run_config import (
+    DEFAULT_FAQ_ANSWER_THRESHOLD,
+    KNOBS,
+    KnobError,
+    RunConfig,
+)
 from guardrag.config.settings import load_settings, validate_kb_name
+
+if TYPE_CHECKING:
+    from guardrag.core.kb.calibration import Calibration
 
 
 def _knobs(items: list[str]) -> dict[str, Any]:
@@ -69,6 +77,14 @@ def eval_command(
     calibrate: Annotated[
         bool, typer.Option("--calibrate", help="Sweep the thresholds and propose values.")
     ] = False,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="With --calibrate: keep the proposed verbatim-answer threshold with the KB "
+            "(replacing its self-calibration until the next ingest).",
+        ),
+    ] = False,
     penalty: Annotated[
         float, typer.Option(min=0.0, help="With --calibrate: cost of a wrong answer.")
     ] = 5.0,
@@ -83,7 +99,8 @@ def eval_command(
     baselines, grounding, false blocks, latency, tokens. Writes report.md, summary.json, cases.jsonl
     and plots; exits 1 when --compare finds a regression."""
     # lazy: the pipeline, plots and reports load only when `eval` runs
-    from guardrag.faces.eval import calibration
+    from guardrag.core.kb.calibration import Calibration
+    from guardrag.faces.eval import calibration  # lazy: see above
     from guardrag.faces.eval import metrics as eval_metrics  # lazy: see above
     from guardrag.faces.eval import report as eval_report  # lazy: see above
     from guardrag.faces.eval.evaluate import (  # lazy: see above
@@ -120,11 +137,13 @@ def eval_command(
                     store, bot.services.embedder, name, ingest, description=description
                 ).summary()
             )
-        if store.kb_info(name) is None:
+        if (kb_info := store.kb_info(name)) is None:
             raise typer.BadParameter(
                 f"knowledge base {name!r} not found; create it with `guardrag ingest` or --ingest",
                 param_hint="--kb",
             )
+        kb_calibration = Calibration.from_extra(kb_info.extra)
+        effective = _effective(RunConfig.checked(knobs), kb_calibration)
         titles = {
             str(p.payload.get("source_id")): str(p.payload.get("title", ""))
             for p in store.points(name)
@@ -139,13 +158,19 @@ def eval_command(
             feat = calibration.features(
                 rows, bot.services, calibration.GRID["grounding_min_similarity"]
             )
-            result = calibration.sweep(feat, penalty, RunConfig(**knobs))
+            result = calibration.sweep(feat, penalty, effective)
             report = calibration.write(result, out_dir, str(golden), model)
             typer.echo(f"proposed: {json.dumps(result.proposed)}")
             typer.echo(f"current:  {json.dumps(result.current)}")
             typer.echo(f"wrote {report}")
+            if write:
+                typer.echo(
+                    _write_threshold(
+                        store, name, kb_info.snapshot_id, result, golden, bot.services.reranker.name
+                    )
+                )
             return
-        top_k = RunConfig(**knobs).top_k
+        top_k = effective.top_k
         rankings = {
             r.case.id: rank(bot.services, name, r.case.question, top_k)
             for r in rows
@@ -167,12 +192,11 @@ def eval_command(
         top_k=top_k,
         lang=lang,
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        calibration=kb_calibration.to_dict() if kb_calibration else None,
     )
     summary = eval_metrics.summarise(rows, rankings, info, thresholds)
     regressions = eval_metrics.compare(old, summary) if old is not None else None
-    report = eval_report.write_report(
-        summary, rows, out_dir, _thresholds(RunConfig(**knobs)), regressions
-    )
+    report = eval_report.write_report(summary, rows, out_dir, _thresholds(effective), regressions)
     for key, value in summary["metrics"].items():
         typer.echo(f"{key:<24} {value}")
     for system, values in summary["retrieval"].items():
@@ -191,13 +215,43 @@ def _model(bot: Any, base_url: str | None) -> str:
     return f"{bot.services.model_name} ({where})"
 
 
+def _effective(run: RunConfig, kb_calibration: Calibration | None) -> RunConfig:
+    """The knobs as the pipeline applies them to this KB (its own verbatim threshold when the
+    run does not set one)."""
+    if run.faq_answer_threshold is not None:
+        return run
+    threshold = (
+        kb_calibration.faq_answer_threshold if kb_calibration else DEFAULT_FAQ_ANSWER_THRESHOLD
+    )
+    return run.model_copy(update={"faq_answer_threshold": threshold})
+
+
+def _write_threshold(
+    store: Any, kb: str, snapshot: str, result: Any, golden: Path, scorer: str
+) -> str:
+    """Keep the golden set's verbatim threshold with the KB (it replaces the self-calibration
+    until the next ingest recalibrates)."""
+    from guardrag.core.kb.calibration import KEY, Calibration  # lazy: with `eval`
+
+    proposed = float(result.proposed["knobs"]["faq_answer_threshold"])
+    found = Calibration(
+        faq_answer_threshold=proposed,
+        probes=int(result.cases),
+        scorer=scorer,
+        method=f"golden set {golden.name}",
+    )
+    if not store.annotate(kb, snapshot, {KEY: found.to_dict()}):
+        return f"not written: knowledge base {kb!r} was re-ingested meanwhile"
+    return f"wrote faq_answer_threshold {proposed} into knowledge base {kb!r}"
+
+
 def _thresholds(run: RunConfig) -> dict[str, dict[str, float]]:
     """The thresholds marked on the score plots."""
     return {
         "kb_similarity": {"domain_min_similarity": run.domain_min_similarity},
         "rerank_best": {
             "min_relevance": run.min_relevance,
-            "faq_answer_threshold": run.faq_answer_threshold,
+            "faq_answer_threshold": run.faq_answer_threshold or DEFAULT_FAQ_ANSWER_THRESHOLD,
         },
         "rerank_lead": {"faq_margin": run.faq_margin},
     }

@@ -251,7 +251,8 @@ def graph(
 
 @app.command()
 def kbs() -> None:
-    """List knowledge bases with their entry counts and snapshot ids."""
+    """List knowledge bases: entries, snapshot, last ingest, verbatim-answer threshold."""
+    from guardrag.core.kb.calibration import Calibration  # lazy: with the index
     from guardrag.core.store import store_from_settings  # lazy: the index engine loads here
 
     settings = load_settings()
@@ -260,8 +261,14 @@ def kbs() -> None:
         for name in store.list_kbs():
             info = store.kb_info(name)
             if info:
+                cal = Calibration.from_extra(info.extra)
+                threshold = (
+                    f"verbatim threshold {cal.faq_answer_threshold:.3f} ({cal.method})"
+                    if cal
+                    else "verbatim threshold default"
+                )
                 typer.echo(
-                    f"{name}\t{info.count} entries\tsnapshot {info.snapshot_id}\t{info.updated_at}\t{info.description}"
+                    f"{name}\t{info.count} entries\tsnapshot {info.snapshot_id}\t{info.updated_at}\t{threshold}\t{info.description}"
                 )
     finally:
         store.close()

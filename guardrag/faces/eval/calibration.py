@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from langgraph.runtime import Runtime
 
-from guardrag.config.run_config import RunConfig
+from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.faces.eval.evaluate import Evaluated, is_gold
 from guardrag.faces.eval.metrics import pending_llm
 from guardrag.faces.eval.plots import pyplot
@@ -233,7 +233,7 @@ def sweep(
         "min_relevance",
         "faq_answer_threshold",
     )
-    now = {k: float(getattr(current, k)) for k in order}
+    now = {k: _knob_value(current, k) for k in order}
     now_grounding = now["grounding_min_similarity"]
     spans = {k: (max(grid[k]) - min(grid[k])) or 1.0 for k in order}
 
@@ -282,7 +282,7 @@ def sweep(
         penalty=penalty,
         cases=int(feat.judged.sum()),
         current={
-            "knobs": {k: getattr(current, k) for k in order},
+            "knobs": {k: _knob_value(current, k) for k in order},
             **at_now,
             "objective": at_now["correct"] - penalty * at_now["wrong"],
         },
@@ -405,3 +405,12 @@ def write(cal: Calibration, out_dir: Path, golden: str, model: str) -> Path:
     report = out_dir / "calibration.md"
     report.write_text(render(cal, golden, model, image), encoding="utf-8")
     return report
+
+
+def _knob_value(run: RunConfig, knob: str) -> float:
+    """A swept knob's value in this run; the verbatim threshold left to the KB counts as the
+    default (the eval CLI passes the KB's calibrated value in)."""
+    value = getattr(run, knob)
+    if value is None and knob == "faq_answer_threshold":
+        return DEFAULT_FAQ_ANSWER_THRESHOLD
+    return float(value)

@@ -131,6 +131,7 @@ class RunInfo:
     top_k: int
     lang: str
     date: str = ""
+    calibration: dict[str, Any] | None = None  # the KB's own, from ingest (kb/calibration.py)
 
 
 def summarise(

@@ -43,6 +43,14 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
         f"{json.dumps(meta['knobs']) if meta['knobs'] else 'defaults'}. Retrieval top-k {meta['top_k']}.",
         "",
     ]
+    if cal := meta.get("calibration"):
+        md += [
+            f"The KB's own verbatim-answer threshold, calibrated at ingest: "
+            f"**{cal['faq_answer_threshold']}** ({cal['probes']} held-out self-probes, quantile "
+            f"{cal['quantile']}; held-out median {cal['held_out_median']}, p90 "
+            f"{cal['held_out_p90']}; {cal.get('method', 'self-probes')}).",
+            "",
+        ]
     if m["pending_llm"]:
         md += [
             f"{m['pending_llm']} cases reached generation with no LLM answering (refused "

@@ -1,0 +1,106 @@
+"""rephrase: asks the chat model to say an unsure question again, as one clear English question.
+
+Two stages send a question here, at most once a turn: `classify`, when the question is only
+loosely similar to the KB (Malay, slang and terse jargon: the embedding model reads English),
+and `rerank`, when the best FAQ entry is neither confident nor clearly absent. The small model
+judges relevance no better than chance (it picks by position), but it rewrites well, so the
+rewrite is a second probe, never an answer: it is screened by the input guard like any
+question, then retrieved, and `rerank` answers verbatim only when both wordings land on the
+same entry (from the domain gate: when the rewrite alone is confident). When the model fails
+or its rewrite is unusable, the earlier stage's decision stands.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+
+from guardrag.config import prompts
+from guardrag.contract import RefusalReason
+from guardrag.core.text import normalise
+from guardrag.graph.state import PipelineState
+from guardrag.nodes.classify import gate
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.moderate_input import moderate_input
+
+NODE = "rephrase"
+#: Longer replies are an answer or an essay, not a question.
+MAX_REPHRASED_CHARS = 200
+log = logging.getLogger("guardrag.nodes")
+
+
+def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    asked_by = state["trail"][-1].node  # classify (the domain gate) or rerank (unsure)
+    question = state["question"]
+    rewrite, problem = _rewrite(question, config, runtime)
+    if problem:
+        return _stands(state, asked_by, problem)
+    screened = moderate_input({**state, "question": rewrite}, config, runtime)
+    said = decide(NODE, "pass", "asked again in plain words", rephrased=rewrite, asked_by=asked_by)
+    if screened.get("refusal") is not None:  # the rewrite must pass the guards too
+        return {**screened, "trail": [said, *screened["trail"]]}
+    vector = screened["query_vector"]
+    update: dict[str, Any] = {}
+    if asked_by == "classify":
+        kb = state["kb"]
+        stats = runtime.context.kb_stats.peek(kb)
+        assert stats is not None  # classify loaded them
+        verdict, kb_best = gate(runtime, knobs(config), kb, rewrite, vector, stats)
+        if verdict.domain != "in_domain":
+            refused = decide(
+                NODE,
+                "block",
+                f"rephrased, still {verdict.domain}:{verdict.rule}",
+                verdict.score,
+                verdict.threshold,
+                rephrased=rewrite,
+                **verdict.detail,
+            )
+            return refuse_with(RefusalReason.OUT_OF_DOMAIN, refused, stage="classify")
+        said = said.model_copy(
+            update={
+                "reason": f"{said.reason}; the rephrased question is in domain",
+                "score": round(kb_best, 4),
+                "threshold": verdict.threshold,
+            }
+        )
+        update = {"domain": "in_domain", "kb_similarity": kb_best}
+    return {**update, "rephrased": rewrite, "rephrased_vector": vector, "trail": [said]}
+
+
+def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tuple[str, str]:
+    """The model's rewrite, or ("", why there is none)."""
+    model = runtime.context.chat_model
+    if model is None:
+        return "", "no chat model to rephrase with"
+    messages = [
+        SystemMessage(prompts.REPHRASE_SYSTEM),
+        HumanMessage(prompts.REPHRASE_USER.format(question=question)),
+    ]
+    try:
+        reply = model.invoke(messages, config)
+    except Exception as exc:  # the earlier decision stands; the trail says why
+        log.warning("rephrase: model call failed (%s)", type(exc).__name__)
+        return "", f"model call failed: {type(exc).__name__}"
+    text = reply.content if isinstance(reply.content, str) else ""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    rewrite = lines[0].removeprefix("Question:").strip().strip("\"'“”") if lines else ""
+    if not rewrite or len(rewrite) > MAX_REPHRASED_CHARS or prompts.NO_ANSWER in rewrite:
+        return "", "no usable rewrite"
+    if normalise(rewrite) == normalise(question):
+        return "", "the model kept the question as it was"
+    return rewrite, ""
+
+
+def _stands(state: PipelineState, asked_by: str, problem: str) -> dict[str, Any]:
+    """No second probe: the domain gate's refusal stands, or an unsure question goes on."""
+    if asked_by == "classify":
+        gate = state["trail"][-1]
+        decision = decide(
+            NODE, "block", f"{problem}; {gate.reason} stands", gate.score, gate.threshold
+        )
+        return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, stage="classify")
+    return {"trail": [decide(NODE, "miss", f"{problem}; back to the first ranking")]}
