@@ -249,6 +249,16 @@ def run_load(
     )
 
 
+def warm_up(urls: Sequence[str], questions: Sequence[str], per_url: int) -> None:
+    """A few questions to each server before the clock starts: its first ones pay for lazy
+    loading and the KB statistics, which would otherwise count against throughput."""
+    headers = {"X-Forwarded-For": "10.255.255.254"}  # not one of the load's clients
+    for url in urls:
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
+            for question in questions[:per_url]:
+                http.post("/v1/ask", json={"question": question})
+
+
 @dataclass
 class AuditCheck:
     answered_200: int
@@ -437,11 +447,18 @@ def stop(replicas: Sequence[Replica], timeout_s: float = 60.0) -> None:
             replica.process.wait()
 
 
+@dataclass
+class Backends:
+    audit_url: str
+    redis_url: str
+    pids: list[int]  # the throwaway servers' processes (their CPU time is reported)
+
+
 @contextmanager
-def services(audit_url: str | None, redis_url: str | None) -> Iterator[tuple[str, str]]:
+def services(audit_url: str | None, redis_url: str | None) -> Iterator[Backends]:
     """The given Postgres and Redis URLs, or throwaway servers (tests/servers.py)."""
     if audit_url and redis_url:
-        yield audit_url, redis_url
+        yield Backends(audit_url, redis_url, [])
         return
     sys.path.insert(0, str(REPO))
     from tests.servers import TempPostgres, TempRedis, postgres_bindir, redis_binary
@@ -451,16 +468,42 @@ def services(audit_url: str | None, redis_url: str | None) -> Iterator[tuple[str
         raise SystemExit("PostgreSQL or redis-server not found: run `make services`")
     postgres = TempPostgres(bindir).start() if not audit_url and bindir else None
     redis = TempRedis(binary).start() if not redis_url and binary else None
+    pids = [int((postgres.data / "postmaster.pid").read_text().split()[0])] if postgres else []
+    pids += [redis.process.pid] if redis and redis.process else []
     try:
-        yield (
+        yield Backends(
             audit_url or (postgres.url() if postgres else ""),
             redis_url or (redis.url if redis else ""),
+            pids,
         )
     finally:
         if postgres:
             postgres.stop()
         if redis:
             redis.stop()
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU time of these processes and all their descendants, now (Linux)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(stat.parent.name)
+        parents[pid] = int(fields[1])
+        times[pid] = (int(fields[11]) + int(fields[12])) / tick
+    wanted, total = set(pids), 0.0
+    for pid in sorted(times):
+        chain, seen = pid, 0
+        while chain and chain not in wanted and seen < 64:
+            chain, seen = parents.get(chain, 0), seen + 1
+        if chain in wanted:
+            total += times[pid]
+    return total
 
 
 def main() -> int:
@@ -478,6 +521,9 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=0, help="Start N replicas (0: one serve).")
     parser.add_argument("--kill-after", type=float, help="SIGKILL the first replica after S s.")
     parser.add_argument("--faq-only", action="store_true", help="Ask FAQ questions only.")
+    parser.add_argument(
+        "--warmup", type=int, default=10, help="Questions to each server before timing."
+    )
     parser.add_argument("--api-key", default=os.environ.get("GUARDRAG_API_KEY"))
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--duration", type=float, default=120.0, help="Seconds (default 120).")
@@ -497,10 +543,14 @@ def main() -> int:
         replicas: list[Replica] = []
         urls: list[str] = [args.url] if args.url else []
         audit_url = args.audit_url
+        backends = Backends("", "", [])
         if args.replicas:
-            audit_url, redis_url = outer.enter_context(services(args.audit_url, args.redis_url))
+            backends = outer.enter_context(services(args.audit_url, args.redis_url))
+            audit_url = backends.audit_url
             ingest(base_env(data_dir=str(Path(tmp) / "published")))
-            replicas = start_replicas(Path(tmp), args.replicas, audit_url, redis_url, **limits)
+            replicas = start_replicas(
+                Path(tmp), args.replicas, audit_url, backends.redis_url, **limits
+            )
             stack.callback(stop, replicas)
             urls = [r.url for r in replicas]
         elif not urls:
@@ -518,7 +568,10 @@ def main() -> int:
             timer = threading.Timer(args.kill_after, kill)
             timer.start()
             stack.callback(timer.cancel)
+        warm_up(urls, questions, args.warmup)
         started = now_iso()
+        servers = [r.process.pid for r in replicas]
+        cpu_before = cpu_seconds(servers), cpu_seconds(backends.pids), time.process_time()
         report = run_load(
             urls,
             questions,
@@ -526,6 +579,11 @@ def main() -> int:
             duration_s=args.duration,
             max_requests=args.max_requests,
             api_key=args.api_key,
+        )
+        cpu = (
+            cpu_seconds(servers) - cpu_before[0],
+            cpu_seconds(backends.pids) - cpu_before[1],
+            time.process_time() - cpu_before[2],
         )
         stack.close()  # a clean stop drains the audit queues
         if not replicas:
@@ -537,13 +595,27 @@ def main() -> int:
 
     for line in report.lines():
         print(line)
+    answered = max(1, report.statuses.get(200, 0))
+    if replicas:
+        print(
+            f"CPU per 200: {1000 * cpu[0] / answered:.1f} ms in guardrag, "
+            f"{1000 * cpu[1] / answered:.1f} ms in Postgres and Redis, "
+            f"{1000 * cpu[2] / answered:.1f} ms in these clients "
+            f"(load average {os.getloadavg()[0]:.1f})"
+        )
     bad = {s: n for s, n in report.statuses.items() if s not in OK_STATUSES | {0}}
     lost = set(report.unanswered) | set(report.refused_connections)
     print(f"statuses other than 200/429: {bad or 'none'}")
     print(f"transport errors outside the killed replica: {sorted(lost - set(killed)) or 'none'}")
     print(audit.line() if audit else "audit: not checked (pass --audit-url)")
     if args.json:
-        data = {**asdict(report), "audit": asdict(audit) if audit else None, "urls": urls}
+        data = {
+            **asdict(report),
+            "audit": asdict(audit) if audit else None,
+            "urls": urls,
+            "cpu_ms_per_200": [1000 * c / answered for c in cpu] if replicas else None,
+            "load_average": os.getloadavg()[0],
+        }
         data.pop("request_ids")
         args.json.write_text(json.dumps(data, indent=1))
     healthy = not bad and not report.errors and not (lost - set(killed))

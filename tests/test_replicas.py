@@ -9,6 +9,7 @@ replica serves the new snapshot. `guardrag serve --workers 2` is checked the sam
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 import time
@@ -18,13 +19,13 @@ from typing import Any
 import httpx
 import pytest
 
+from guardrag.config.settings import Settings, SettingsError
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.edge import EdgeStore
+from guardrag.faces.cli.serve import check_workers
 from tests.conftest import KB, SAMPLE_FAQ
 from tests.test_load import load_script
-
-pytestmark = pytest.mark.slow  # real servers, several processes
 
 BURST, PER_MINUTE = 4, 60.0
 CHANGED_ID, CHANGED_QUESTION = "kw-account-001", "How do I sign up for Kinetic Wallet?"
@@ -69,6 +70,7 @@ def snapshot_of(url: str) -> str | None:
     return next((k["snapshot_id"] for k in kbs if k["name"] == KB), None)
 
 
+@pytest.mark.slow  # real servers, several processes
 def test_three_replicas_survive_a_kill_and_follow_a_reingest(
     tmp_path: Path, postgres_url: str, redis_url: str, embedder: OnnxEmbedder
 ) -> None:
@@ -141,6 +143,7 @@ def test_three_replicas_survive_a_kill_and_follow_a_reingest(
     assert audit.ok and not audit.missing, audit.line()
 
 
+@pytest.mark.slow  # real servers, several processes
 def test_workers_each_serve_their_own_copy_and_follow_a_reingest(
     tmp_path: Path, embedder: OnnxEmbedder
 ) -> None:
@@ -171,3 +174,16 @@ def test_workers_each_serve_their_own_copy_and_follow_a_reingest(
     assert not [p for p in (tmp_path / "edge-copies").iterdir() if p.is_dir()]
     audit = load.check_audit(tmp_path / "audit.sqlite3", [*report.request_ids, *asked])
     assert audit.ok, audit.line()
+
+
+def test_workers_refuse_the_ui_and_warn_without_a_shared_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert check_workers(settings, 1, None) is True  # one process: the UI as before
+    with pytest.raises(SettingsError, match="--workers 1"):
+        check_workers(settings, 2, True)
+    with caplog.at_level(logging.WARNING, logger="guardrag.serve"):
+        assert check_workers(settings, 3, None) is False
+        assert check_workers(Settings(redis_url="redis://127.0.0.1:1/0"), 3, None) is False
+    assert caplog.text.count("rate limits are per worker") == 1

@@ -49,7 +49,7 @@ _STRIPES = 256
 #: Postgres connections a process keeps for checkpoints, and for turns in progress.
 _POOL_SIZE = 8
 #: Seconds a turn waits for a free connection before it fails (a stuck database).
-_POOL_TIMEOUT_S = 30.0
+_POOL_TIMEOUT_S = 5.0
 #: Advisory lock key under which replicas starting together create the tables one at a time.
 _SETUP_LOCK = 4716
 

@@ -28,6 +28,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: How often the follower looks at the source pointers (a stat each).
 POLL_S = 1.0
+#: How long a published shard may stay open elsewhere before the follower warns.
+WARN_AFTER_S = 10.0
 _INCOMING = ".incoming-"
 
 
@@ -150,7 +153,8 @@ class FollowingEdgeStore(EdgeStore):
         super().__init__(self.copy_dir)
         self.poll_s = poll_s
         self.copies = 0  # shards copied since start
-        self._waiting: dict[str, str] = {}  # kb -> shard we could not copy yet (warned once)
+        # kb -> the shard we could not copy yet, since when, and whether that was said
+        self._waiting: dict[str, tuple[str, float, bool]] = {}
         self._sync_lock = threading.Lock()
         self._stop = threading.Event()
         self.sync()  # serve every published KB from the first request on
@@ -166,6 +170,11 @@ class FollowingEdgeStore(EdgeStore):
     def drop(self, kb: str) -> None:
         self.source.drop(kb)
         self.sync(kb)
+
+    def annotate(self, kb: str, snapshot_id: str, extra: dict[str, Any]) -> bool:
+        done = self.source.annotate(kb, snapshot_id, extra)
+        self.sync(kb)
+        return done
 
     # -- following ------------------------------------------------------------------------------
 
@@ -221,14 +230,20 @@ class FollowingEdgeStore(EdgeStore):
         source = self._source_kbs / kb / SHARDS / shard
         fd = _shared_flock(source / "wal")
         if fd is None:
-            if source.is_dir() and self._waiting.get(kb) != shard:
-                self._waiting[kb] = shard
+            # Ingest itself reads a shard it just published (its calibration probes), so a
+            # short wait is normal; a long one means something serves from the source.
+            waiting = self._waiting.get(kb)
+            if waiting is None or waiting[0] != shard:
+                waiting = self._waiting[kb] = (shard, time.monotonic(), False)
+            if source.is_dir() and not waiting[2] and time.monotonic() - waiting[1] >= WARN_AFTER_S:
+                self._waiting[kb] = (shard, waiting[1], True)  # said once
                 log.warning(
-                    "knowledge base %r: snapshot %s is open in another process (is something "
-                    "serving straight from %s?); this process keeps its current copy and "
-                    "retries every %.0f s",
+                    "knowledge base %r: snapshot %s has been open in another process for "
+                    "%.0f s (is something serving straight from %s?); this process keeps "
+                    "its current copy and retries every %.0f s",
                     kb,
                     shard,
+                    WARN_AFTER_S,
                     self._source_kbs.parent,
                     self.poll_s,
                 )
