@@ -134,6 +134,24 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=500, headers={"X-Request-ID": rid})
 
 
+def _either_key(app: FastAPI) -> None:
+    """The spec says what the key check does: X-API-Key *or* a bearer token. FastAPI joins
+    the two dependencies' schemes into one requirement (both); split it into alternatives."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            for operation in (op for path in schema["paths"].values() for op in path.values()):
+                joined = operation.get("security") or []
+                if len(joined) == 1 and len(joined[0]) > 1:
+                    operation["security"] = [{name: scopes} for name, scopes in joined[0].items()]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def _version() -> str:
     try:
         return version("guardrag")
@@ -169,6 +187,7 @@ def create_app(
     v1.include_router(ask_router(bot, recent))
     v1.include_router(openai_router(bot, recent))
     app.include_router(v1)
+    _either_key(app)
     _add_probes(app, bot)
     add_offline_docs(app)
     app.add_exception_handler(RequestValidationError, _invalid_request)

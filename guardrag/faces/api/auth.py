@@ -83,8 +83,8 @@ def key_dependency(
     scopes: KeyScopes,
 ) -> Callable[[Request, str | None, HTTPAuthorizationCredentials | None], None]:
     """A router dependency that authenticates the key (X-API-Key, or `Authorization: Bearer`
-    as OpenAI's clients send it; headers only, never the URL) and leaves the Caller on the
-    request."""
+    as OpenAI's clients send it; headers only, never the URL; when both are sent, both must
+    be right) and leaves the Caller on the request."""
     check = key_checker(scopes)
 
     def authenticate(
@@ -92,9 +92,10 @@ def key_dependency(
         given: Annotated[str | None, Depends(API_KEY_HEADER)],
         bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
     ) -> None:
-        if given is None and bearer is not None:
-            given = bearer.credentials
-        request.state.caller = check(given)
+        sent = [key for key in (given, bearer.credentials if bearer else None) if key is not None]
+        # Every key a request carries must be right: a wrong one is never outvoted.
+        callers = [check(key) for key in sent] or [check(None)]
+        request.state.caller = callers[0]
 
     return authenticate
 

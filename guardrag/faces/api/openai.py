@@ -137,10 +137,9 @@ class ModelList(BaseModel):
 
 
 def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
-    """The question (the last message, which must be the user's) and the earlier
-    (question, answer) turns of the conversation, oldest first."""
-    if messages[-1].role != "user" or not messages[-1].text().strip():
-        raise HTTPException(422, "the last message must be the user's, with text")
+    """The question (the last message when it is the user's; else none, which the pipeline
+    refuses `empty_input` like any empty question) and the earlier (question, answer) turns
+    of the conversation, oldest first."""
     turns: list[dict[str, str]] = []
     asked: str | None = None
     for message in messages[:-1]:
@@ -150,7 +149,8 @@ def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str
             answer = message.text().split(SOURCES_HEADER, 1)[0]
             turns.append({"question": asked, "answer": answer})
             asked = None
-    return messages[-1].text(), turns[-HISTORY_TURNS:]
+    question = messages[-1].text() if messages[-1].role == "user" else ""
+    return question, turns[-HISTORY_TURNS:]
 
 
 def content_of(result: Result) -> str:
