@@ -1,52 +1,93 @@
-"""Latency, throughput, memory and quality of the bundled local models, through the real pipeline.
+"""The bundled model on two runtimes side by side: latency, throughput, memory and quality,
+through the real pipeline.
 
-    python scripts/bench_llm.py [--models qwen2.5-coder-0.5b qwen2.5-coder-1.5b] [--limit N]
+    python scripts/bench_llm.py                                   # xllamacpp alone
+    python scripts/bench_llm.py --old-runtime /work/scratch/oldrt/.venv/bin/python
+
+`--old-runtime` names the interpreter of a venv holding llama-cpp-python[server]==0.3.36, the
+runtime guardrag used to build from source (see docs/LOCAL_LLM.md for how to build it); both
+servers then run at once and every case is asked of each in turn, alternating which goes
+first, so both see the same load. Both get OMP_WAIT_POLICY=PASSIVE and all cores.
 
 Takes the golden cases (datasets/ewallet/golden.jsonl) that reach generation, i.e. those
-refused llm_unavailable when no LLM is set, and asks each through guardrag with every
-installed local model served by the supervised llama.cpp server. Reports p50/p95 latency of
-those answers, prompt and generation tokens/s (measured directly against the server), the
-server's peak RSS, and quality: the share of answerable cases answered citing the gold source
-(guardrag.faces.eval.evaluate.judge). Picks the default: the fastest model within 5 points of the best
-quality, and says whether its p50 fits the 4 s budget.
-Run it on a quiet machine: every number is CPU-bound.
+refused llm_unavailable when there is no LLM, and reports per runtime: p50/p95 latency of those
+answers, quality (answerable cases answered citing the gold source, per
+guardrag.faces.eval.evaluate.judge; unanswerable ones refused), prompt and generation tokens/s
+measured directly against the server (distinct prompts: no cache flatters them), the server's
+peak and anonymous RSS, and its start time. The load average is printed beside the numbers:
+every one of them is CPU-bound, so run it on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _bench import percentile
+from _bench import machine, percentile
+from langchain_openai import ChatOpenAI
 
 from guardrag.config.settings import Settings, load_settings
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.ingest import ingest
-from guardrag.core.llm import local as local_llm
-from guardrag.core.store import VectorStore, open_store
+from guardrag.core.llm import local
+from guardrag.core.llm.client import load_chat_model
+from guardrag.core.llm.models import MODELS, model_path
+from guardrag.core.llm.supervisor import free_port, read_state
+from guardrag.core.store import open_store
 from guardrag.faces.eval.evaluate import Case, judge, load_cases
 from guardrag.faces.service import Guardrag, build_services
 
 REPO = Path(__file__).resolve().parents[1]
 KB = "kinetic"
-P50_BUDGET_MS = 4000.0  # issue 3: p50 of generated answers on 2 cores
+P50_BUDGET_MS, P95_BUDGET_MS = 4000.0, 8000.0  # issue 14, on 2 cores
+
+
+class OldServerChat(ChatOpenAI):
+    """llama-cpp-python's server reads the completion cap only from `max_tokens`."""
+
+    def _get_request_payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = super()._get_request_payload(*args, **kwargs)
+        if "max_completion_tokens" in payload:
+            payload["max_tokens"] = payload.pop("max_completion_tokens")
+        return payload
 
 
 @dataclass
-class ModelReport:
-    model: str
+class Runtime:
+    name: str
+    base_url: str
+    api_key: str
+    pid: int
+    start_s: float
+    stop: Callable[[], None]
+    bot: Guardrag | None = None
+    latencies: list[float] = field(default_factory=list)
+    good: int = 0
+    unanswerable_refused: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Report:
+    runtime: str
     cases: int
     answerable: int
     answered_with_gold: int
+    unanswerable: int
+    unanswerable_refused: int
     refused: dict[str, int]
     p50_ms: float
     p95_ms: float
@@ -61,46 +102,91 @@ class ModelReport:
         return self.answered_with_gold / self.answerable if self.answerable else 0.0
 
 
-def generation_cases(bot: Guardrag, cases: list[Case]) -> list[Case]:
-    """Cases whose answer would come from the LLM: refused llm_unavailable with none set."""
-    return [
-        case
-        for case in cases
-        if (refusal := bot.ask(case.question, KB).refusal) is not None
-        and refusal.reason.value == "llm_unavailable"
+def start_xllamacpp(settings: Settings) -> Runtime:
+    started = time.perf_counter()
+    server = local.local_server(settings)
+    state = read_state(local.state_dir(settings))
+    if server is None or state is None:
+        raise SystemExit(f"xllamacpp did not start: {local.problem(settings)}")
+    return Runtime(
+        "xllamacpp",
+        state.base_url,
+        state.key,
+        state.pid,
+        time.perf_counter() - started,
+        local.stop_all,
+    )
+
+
+def start_llama_cpp_python(python: str, settings: Settings, log: Path) -> Runtime:
+    """The old runtime's server as guardrag used to start it, on a free port."""
+    port, threads = free_port(), str(settings.llm_threads or os.cpu_count() or 1)
+    argv = [
+        python,
+        "-m",
+        "llama_cpp.server",
+        *("--model", str(model_path(settings)), "--model_alias", settings.llm_local_model),
+        *("--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"),
+        *("--n_threads", threads, "--n_threads_batch", threads, "--interrupt_requests", "False"),
     ]
+    started = time.perf_counter()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **local.SERVER_ENV}
+        )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.perf_counter() - started > 300:
+            proc.kill()
+            raise SystemExit(f"llama-cpp-python did not start; see {log}")
+        time.sleep(0.2)
+
+    def stop() -> None:
+        proc.terminate()
+        proc.wait(20)
+
+    return Runtime(
+        "llama-cpp-python", base_url, "none", proc.pid, time.perf_counter() - started, stop
+    )
 
 
-def _complete(
-    base_url: str, model: str, prompt: str, max_tokens: int
-) -> tuple[float, dict[str, Any]]:
-    body = json.dumps(
-        {
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens,
-            "temperature": 0,
-        }
-    ).encode()
+def complete(runtime: Runtime, model: str, prompt: str, max_tokens: int) -> tuple[float, dict]:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
     request = urllib.request.Request(
-        f"{base_url}/chat/completions", body, {"Content-Type": "application/json"}
+        f"{runtime.base_url}/chat/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json", "Authorization": f"Bearer {runtime.api_key}"},
     )
     start = time.perf_counter()
-    with urllib.request.urlopen(request, timeout=300) as response:
+    with urllib.request.urlopen(request, timeout=600) as response:
         usage: dict[str, Any] = json.loads(response.read())["usage"]
     return time.perf_counter() - start, usage
 
 
-def throughput(base_url: str, model: str) -> tuple[float, float]:
-    """(prompt tokens/s, generation tokens/s), from requests that differ in their first words
-    so llama.cpp's prompt cache does not flatter the prompt rate."""
+def throughput(runtime: Runtime, model: str, repeat: int = 3) -> tuple[float, float]:
+    """Median (prompt tokens/s, generation tokens/s) over `repeat` pairs of requests, each
+    prompt starting with words of its own so no prompt cache helps."""
     filler = " ".join(f"Clause {i}: transfers above RM{i * 10} need a PIN." for i in range(60))
-    prompt_s, usage = _complete(base_url, model, f"Run 1. {filler}\nSay OK.", 1)
-    prompt_rate = usage["prompt_tokens"] / prompt_s
-    story = "Run 2. Write a long story about a wallet app, at least 300 words."
-    total_s, usage = _complete(base_url, model, story, 160)
-    gen_s = total_s - usage["prompt_tokens"] / prompt_rate
-    return prompt_rate, usage["completion_tokens"] / gen_s
+    prompt_rates, gen_rates = [], []
+    for _ in range(repeat):
+        seconds, usage = complete(runtime, model, f"Run {uuid.uuid4()}. {filler}\nSay OK.", 1)
+        prompt_rates.append(usage["prompt_tokens"] / seconds)
+        story = f"Run {uuid.uuid4()}. Write a long story about a wallet app, 300 words."
+        seconds, usage = complete(runtime, model, story, 160)
+        gen_s = seconds - usage["prompt_tokens"] / prompt_rates[-1]
+        gen_rates.append(usage["completion_tokens"] / gen_s)
+    return statistics.median(prompt_rates), statistics.median(gen_rates)
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -116,65 +202,58 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return fields.get("VmHWM", 0.0), fields.get("RssAnon", 0.0)
 
 
-def bench_model(
-    name: str,
-    model_dir: Path,
-    data_dir: Path,
-    store: VectorStore,
-    embedder: OnnxEmbedder,
-    cases: list[Case],
-) -> ModelReport:
-    settings = Settings(
-        data_dir=data_dir,
-        default_kb=KB,
-        llm_base_url=None,
-        llm_local=True,
-        llm_local_model=name,
-        llm_model_dir=model_dir,
-        llm_timeout_s=120,  # measure slow answers instead of cutting them off
-        llm_max_retries=0,
+def generation_cases(bot: Guardrag, cases: list[Case]) -> list[Case]:
+    """Cases whose answer would come from the LLM: refused llm_unavailable with none set."""
+    return [
+        case
+        for case in cases
+        if (refusal := bot.ask(case.question, KB).refusal) is not None
+        and refusal.reason.value == "llm_unavailable"
+    ]
+
+
+def ask(runtime: Runtime, case: Case, number: int, total: int) -> None:
+    assert runtime.bot is not None
+    result = runtime.bot.ask(case.question, KB, row_id=case.id)
+    runtime.latencies.append(result.latency_ms)
+    ok, why = judge(case, result)
+    runtime.good += ok and case.expect == "answer"
+    runtime.unanswerable_refused += ok and case.expect == "refuse"
+    if result.refusal:
+        runtime.refused[result.refusal.reason.value] += 1
+    shown = why if result.refusal else f"{why} {result.answer[:70]!r}"
+    load = os.getloadavg()[0]
+    tokens = f"{result.usage.prompt_tokens:>5}+{result.usage.completion_tokens:<4}"
+    print(
+        f"  [{number}/{total}] {runtime.name:<16} {result.latency_ms:7.0f} ms {tokens} tok "
+        f"load {load:4.1f} {'ok ' if ok else 'BAD'} {case.id} {shown}",
+        flush=True,
     )
-    start = time.perf_counter()
-    bot = Guardrag(build_services(settings, store=store, embedder=embedder), settings)
-    start_s = time.perf_counter() - start
-    state = local_llm.read_state(local_llm.state_dir(settings))
-    if bot.services.chat_model is None or state is None:
-        raise SystemExit(f"{name}: the local server did not start; see {data_dir}/llm/server.log")
-    _complete(state.base_url, name, "Warm up: say OK.", 4)  # first-touch page faults, not a case
-    latencies, refused, good = [], Counter[str](), 0
-    for number, case in enumerate(cases, start=1):
-        result = bot.ask(case.question, KB, row_id=case.id)
-        latencies.append(result.latency_ms)
-        ok, why = judge(case, result)
-        good += ok and case.expect == "answer"
-        if result.refusal:
-            refused[result.refusal.reason.value] += 1
-        shown = why if result.refusal else f"{why} {result.answer[:90]!r}"
-        print(
-            f"  [{number}/{len(cases)}] {result.latency_ms:7.0f} ms {'ok ' if ok else 'BAD'} {case.id} {shown}"
-        )
-    prompt_rate, gen_rate = throughput(state.base_url, name)
-    peak, anon = memory_mb(state.pid)
-    local_llm.stop_all()
-    return ModelReport(
-        model=name,
+
+
+def report(runtime: Runtime, cases: list[Case], model: str) -> Report:
+    prompt_rate, gen_rate = throughput(runtime, model)
+    peak, anon = memory_mb(runtime.pid)
+    return Report(
+        runtime=runtime.name,
         cases=len(cases),
         answerable=sum(case.expect == "answer" for case in cases),
-        answered_with_gold=good,
-        refused=dict(refused),
-        p50_ms=statistics.median(latencies),
-        p95_ms=percentile(latencies, 0.95),
+        answered_with_gold=runtime.good,
+        unanswerable=sum(case.expect == "refuse" for case in cases),
+        unanswerable_refused=runtime.unanswerable_refused,
+        refused=dict(runtime.refused),
+        p50_ms=statistics.median(runtime.latencies),
+        p95_ms=percentile(runtime.latencies, 0.95),
         prompt_tok_s=prompt_rate,
         gen_tok_s=gen_rate,
         peak_rss_mb=peak,
         anon_rss_mb=anon,
-        start_s=start_s,
+        start_s=runtime.start_s,
     )
 
 
-def pick_default(reports: list[ModelReport]) -> ModelReport:
-    """Quality first: the fastest model within 5 points of the best quality. A model that
-    refuses everything is fast, so latency alone must not choose."""
+def pick_default(reports: list[Report]) -> Report:
+    """Quality first: the fastest runtime within 5 points of the best quality."""
     best = max(r.quality for r in reports)
     return min((r for r in reports if r.quality >= best - 0.05), key=lambda r: r.p50_ms)
 
@@ -183,56 +262,103 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--models", nargs="*", choices=sorted(local_llm.MODELS))
+    parser.add_argument("--old-runtime", help="python of a venv with llama-cpp-python[server]")
+    parser.add_argument("--model", choices=sorted(MODELS), help="default the configured one")
     parser.add_argument("--golden", type=Path, default=REPO / "datasets/ewallet/golden.jsonl")
     parser.add_argument("--kb-file", type=Path, default=REPO / "datasets/ewallet/faq.jsonl")
     parser.add_argument("--limit", type=int, help="at most this many generation cases")
     parser.add_argument("--json", type=Path, help="write the reports here")
     args = parser.parse_args()
     installed = load_settings()
-    names = [
-        name
-        for name in args.models or local_llm.MODELS
-        if local_llm.model_problem(local_llm.model_path(installed, name), local_llm.MODELS[name])
-        is None
-    ]
-    if not names or local_llm.runtime_problem():
-        print("no local model installed: `make llm` (or --all for both)", file=sys.stderr)
+    name = args.model or installed.llm_local_model
+    if local.install_problem(installed.model_copy(update={"llm_local_model": name})):
+        print(f"{name} is not installed: `make llm`", file=sys.stderr)
         return 2
-    model_dir = local_llm.model_path(installed, names[0]).parent
+    print(machine())
+    loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
+        settings = Settings(
+            data_dir=data_dir,
+            default_kb=KB,
+            llm_base_url=None,
+            llm_local=True,
+            llm_local_model=name,
+            llm_model_dir=model_path(installed, name).parent,
+            llm_timeout_s=300,  # measure slow answers instead of cutting them off
+            llm_max_retries=0,
+        )
         store, embedder = open_store(data_dir, None, None), OnnxEmbedder()
         ingest(store, embedder, KB, [args.kb_file], description="Kinetic Wallet")
-        no_llm = Settings(data_dir=data_dir, default_kb=KB, llm_base_url=None, llm_local=False)
+        no_llm = settings.model_copy(update={"llm_local": False})
         cases = generation_cases(
             Guardrag(build_services(no_llm, store=store, embedder=embedder), no_llm),
             load_cases(args.golden),
         )[: args.limit]
-        print(f"{len(cases)} golden cases reach generation; models: {', '.join(names)}")
-        reports = []
-        for name in names:
-            print(f"== {name}")
-            reports.append(bench_model(name, model_dir, data_dir, store, embedder, cases))
-        store.close()
+        runtimes = [start_xllamacpp(settings)]
+        if args.old_runtime:
+            runtimes.append(
+                start_llama_cpp_python(args.old_runtime, settings, data_dir / "old-server.log")
+            )
+        try:
+            for runtime in runtimes:
+                chat: ChatOpenAI = (
+                    load_chat_model(settings)  # type: ignore[assignment]
+                    if runtime.name == "xllamacpp"
+                    else OldServerChat(
+                        model=name,
+                        base_url=runtime.base_url,
+                        api_key="none",
+                        temperature=0,
+                        timeout=settings.llm_timeout_s,
+                        max_retries=0,
+                        stream_usage=True,
+                    )
+                )
+                runtime.bot = Guardrag(
+                    build_services(settings, store=store, embedder=embedder, chat_model=chat),
+                    settings,
+                )
+                complete(runtime, name, "Warm up: say OK.", 4)  # first-touch page faults
+            print(
+                f"{len(cases)} golden cases reach generation; model {name}; runtimes: "
+                + ", ".join(f"{r.name} (started in {r.start_s:.1f} s)" for r in runtimes)
+            )
+            for number, case in enumerate(cases, start=1):
+                for runtime in runtimes if number % 2 else runtimes[::-1]:
+                    ask(runtime, case, number, len(cases))
+                loads.append(os.getloadavg()[0])
+            reports = [report(runtime, cases, name) for runtime in runtimes]
+            loads.append(os.getloadavg()[0])
+        finally:
+            for runtime in runtimes:
+                runtime.stop()
+            store.close()
     print(
-        f"\n{'model':<20} {'gold-cited':>10} {'p50 ms':>8} {'p95 ms':>8} {'prompt t/s':>10} "
-        f"{'gen t/s':>8} {'peak RSS':>9} {'anon RSS':>9} {'start s':>7}  refusals"
+        f"\nload average (1 min) during the run: median {statistics.median(loads):.1f}, "
+        f"min {min(loads):.1f}, max {max(loads):.1f}"
+    )
+    print(
+        f"{'runtime':<17} {'gold-cited':>12} {'refused ok':>10} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'prompt t/s':>10} {'gen t/s':>8} {'peak RSS':>9} {'anon RSS':>9} {'start s':>7}"
     )
     for r in reports:
         print(
-            f"{r.model:<20} {r.answered_with_gold:>4}/{r.answerable:<3} {r.quality:>2.0%} "
-            f"{r.p50_ms:>8.0f} {r.p95_ms:>8.0f} {r.prompt_tok_s:>10.0f} {r.gen_tok_s:>8.1f} "
-            f"{r.peak_rss_mb:>6.0f} MB {r.anon_rss_mb:>6.0f} MB {r.start_s:>7.1f}  {r.refused}"
+            f"{r.runtime:<17} {r.answered_with_gold:>4}/{r.answerable:<3} {r.quality:>4.0%} "
+            f"{r.unanswerable_refused:>5}/{r.unanswerable:<4} {r.p50_ms:>8.0f} {r.p95_ms:>8.0f} "
+            f"{r.prompt_tok_s:>10.1f} {r.gen_tok_s:>8.1f} {r.peak_rss_mb:>6.0f} MB "
+            f"{r.anon_rss_mb:>6.0f} MB {r.start_s:>7.1f}  {r.refused}"
         )
     best = pick_default(reports)
-    budget = "within" if best.p50_ms <= P50_BUDGET_MS else "over"
+    within = best.p50_ms <= P50_BUDGET_MS and best.p95_ms <= P95_BUDGET_MS
     print(
-        f"\ndefault by the numbers: {best.model} (fastest within 5 points of the best quality; "
-        f"its p50 is {budget} the {P50_BUDGET_MS:.0f} ms budget)"
+        f"\ndefault by the numbers: {best.runtime} (fastest within 5 points of the best "
+        f"quality); its p50/p95 are {'within' if within else 'over'} the "
+        f"{P50_BUDGET_MS / 1000:.0f} s / {P95_BUDGET_MS / 1000:.0f} s budget"
     )
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in reports], indent=1))
+        payload = {"loads": loads, "reports": [asdict(r) for r in reports]}
+        args.json.write_text(json.dumps(payload, indent=1))
     return 0
 
 
