@@ -71,9 +71,10 @@ class PipelineState(InputState, total=False):
     """
 
     query_vector: list[float]
-    rephrased: str
+    rephrase_tried: bool  # `rephrase` runs at most once a turn
+    rephrased: str  # the question in the model's words, when that helped
     rephrased_vector: list[float]
-    first_ranking: list[Candidate]
+    first_ranking: list[Candidate]  # rerank's ranking of the customer's own wording
     domain: Domain | None
     kb_similarity: float
     candidates: list[Candidate]
@@ -108,7 +109,9 @@ def fresh_turn() -> dict[str, Any]:
             fresh[name] = None
         elif get_origin(hint) is list:
             fresh[name] = []
-        elif hint in (str, float, int) or (isinstance(hint, type) and issubclass(hint, BaseModel)):
+        elif hint in (str, float, int, bool) or (
+            isinstance(hint, type) and issubclass(hint, BaseModel)
+        ):
             fresh[name] = hint()
         else:
             raise TypeError(f"PipelineState.{name}: no fresh value for {hint!r}")

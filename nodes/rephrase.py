@@ -2,7 +2,8 @@
 
 Two stages send a question here, at most once a turn: `classify`, when the question is only
 loosely similar to the KB (Malay, slang and terse jargon: the embedding model reads English),
-and `rerank`, when the best FAQ entry is neither confident nor clearly absent. The small model
+and `rerank`, when the best FAQ entry is neither confident nor clearly absent, or when nothing
+relevant was found for a question only loosely related to the KB. The small model
 judges relevance no better than chance (it picks by position), but it rewrites well, so the
 rewrite is a second probe, never an answer: it is screened by the input guard like any
 question, then retrieved, and `rerank` answers verbatim only when both wordings land on the
@@ -41,7 +42,7 @@ def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     screened = moderate_input({**state, "question": rewrite}, config, runtime)
     said = decide(NODE, "pass", "asked again in plain words", rephrased=rewrite, asked_by=asked_by)
     if screened.get("refusal") is not None:  # the rewrite must pass the guards too
-        return {**screened, "trail": [said, *screened["trail"]]}
+        return {**screened, "rephrase_tried": True, "trail": [said, *screened["trail"]]}
     vector = screened["query_vector"]
     update: dict[str, Any] = {}
     if asked_by == "classify":
@@ -59,7 +60,9 @@ def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
                 rephrased=rewrite,
                 **verdict.detail,
             )
-            return refuse_with(RefusalReason.OUT_OF_DOMAIN, refused, stage="classify")
+            return refuse_with(
+                RefusalReason.OUT_OF_DOMAIN, refused, stage="classify", rephrase_tried=True
+            )
         said = said.model_copy(
             update={
                 "reason": f"{said.reason}; the rephrased question is in domain",
@@ -68,7 +71,13 @@ def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
             }
         )
         update = {"domain": "in_domain", "kb_similarity": kb_best}
-    return {**update, "rephrased": rewrite, "rephrased_vector": vector, "trail": [said]}
+    return {
+        **update,
+        "rephrase_tried": True,
+        "rephrased": rewrite,
+        "rephrased_vector": vector,
+        "trail": [said],
+    }
 
 
 def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tuple[str, str]:
@@ -103,4 +112,7 @@ def _stands(state: PipelineState, asked_by: str, problem: str) -> dict[str, Any]
             NODE, "block", f"{problem}; {gate.reason} stands", gate.score, gate.threshold
         )
         return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, stage="classify")
-    return {"trail": [decide(NODE, "miss", f"{problem}; back to the first ranking")]}
+    return {
+        "rephrase_tried": True,
+        "trail": [decide(NODE, "miss", f"{problem}; the first ranking stands")],
+    }

@@ -148,11 +148,23 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         ranked, detail = first, {"first_ranking_stands": "no rephrasing"}
     else:
         detail = {}
+    may_rephrase = not state.get("rephrase_tried") and can_rephrase(run, runtime)
     best = ranked[0]
     top = [
         {"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]
     ]
     if best.score < run.min_relevance:
+        if may_rephrase and state.get("kb_similarity", 1.0) < run.domain_confident_similarity:
+            # only loosely related, nothing relevant: the question in plain English decides
+            decision = decide(
+                NODE,
+                "miss",
+                f"{name}: best below min_relevance, loosely related; asking again in plain words",
+                best.score,
+                run.min_relevance,
+                top=top,
+            )
+            return {"candidates": ranked, "trail": [decision]}
         return _not_found(
             state,
             run,
@@ -177,8 +189,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
                 "top": top,
             },
         )
-    unsure = best.is_faq and not first and not state.get("rephrased")
-    if unsure and can_rephrase(run, runtime):
+    if best.is_faq and may_rephrase:
         decision = decide(
             NODE,
             "miss",
