@@ -19,6 +19,7 @@ from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.core.audit import AuditSink, SQLiteAuditStore
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.server import ServerStore
+from guardrag.faces.asking import STAGE_LABELS
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.app import build_app, graph_png
 from guardrag.faces.ui.audit import audit_detail, audit_export, audit_view
@@ -42,7 +43,7 @@ from guardrag.faces.ui.common import (
     why_markdown,
 )
 from guardrag.faces.ui.kbs import entry_preview, entry_rows, ingest_upload, kb_rows, quarantine_rows
-from guardrag.faces.views import STAGE_LABELS, RecentResults
+from guardrag.faces.views import RecentResults
 from guardrag.graph.context import Services
 from tests.conftest import KB, SAMPLE_FAQ
 from tests.test_api import ATTACK, TOP_UP, free_port, make_bot, services  # noqa: F401

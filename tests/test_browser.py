@@ -24,7 +24,7 @@ from guardrag.contract import RefusalReason
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.server import ServerStore
 from guardrag.faces.api import create_app
-from guardrag.faces.views import STAGE_LABELS
+from guardrag.faces.asking import STAGE_LABELS
 from guardrag.graph.context import Services
 from tests.conftest import KB, SAMPLE_FAQ
 from tests.fakes import ScriptedChatModel

@@ -20,17 +20,9 @@ from guardrag.faces.api.auth import Caller, caller_of
 from guardrag.faces.api.bodies import NOT_FOUND, AskRequest, ErrorBody, KBName
 from guardrag.faces.api.middleware import request_id
 from guardrag.faces.api.stream import SSEResponse, pump, sse
+from guardrag.faces.asking import Asked, Progress, ask_with_progress, ensure_audited
 from guardrag.faces.service import Guardrag
-from guardrag.faces.views import (
-    Asked,
-    KBSummary,
-    Progress,
-    RecentResults,
-    answer_chunks,
-    ask_with_progress,
-    ensure_audited,
-    kb_summaries,
-)
+from guardrag.faces.views import KBSummary, RecentResults, answer_chunks, kb_summaries
 
 log = logging.getLogger("guardrag.api")
 

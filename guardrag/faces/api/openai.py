@@ -33,16 +33,9 @@ from guardrag.faces.api.auth import Caller, caller_of
 from guardrag.faces.api.bodies import NOT_FOUND
 from guardrag.faces.api.middleware import request_id
 from guardrag.faces.api.stream import SSEResponse, pump
+from guardrag.faces.asking import Asked, Progress, ask_with_progress
 from guardrag.faces.service import Guardrag
-from guardrag.faces.views import (
-    Asked,
-    Progress,
-    RecentResults,
-    answer_chunks,
-    ask_with_progress,
-    citation_lines,
-    kb_summaries,
-)
+from guardrag.faces.views import RecentResults, answer_chunks, citation_lines, kb_summaries
 
 log = logging.getLogger("guardrag.api")
 

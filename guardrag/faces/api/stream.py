@@ -16,7 +16,7 @@ from typing import Any
 from fastapi.sse import format_sse_event
 from starlette.responses import StreamingResponse
 
-from guardrag.faces.views import Asked, Progress
+from guardrag.faces.asking import Asked, Progress
 
 log = logging.getLogger("guardrag.api")
 

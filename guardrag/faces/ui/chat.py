@@ -21,6 +21,7 @@ import gradio as gr
 
 from guardrag.contract import Result
 from guardrag.core.audit import AuditUnavailable
+from guardrag.faces.asking import Asked, Progress, ask_with_progress, ensure_audited
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.common import (
@@ -37,16 +38,7 @@ from guardrag.faces.ui.common import (
     trail_rows,
     why_markdown,
 )
-from guardrag.faces.views import (
-    Asked,
-    Progress,
-    RecentResults,
-    answer_chunks,
-    ask_with_progress,
-    ensure_audited,
-    kb_examples,
-    kb_summaries,
-)
+from guardrag.faces.views import RecentResults, answer_chunks, kb_examples, kb_summaries
 
 log = logging.getLogger("guardrag.ui")
 
