@@ -28,6 +28,8 @@ REFUSAL_MESSAGES: dict[R, str] = {
     R.MODEL_UNAVAILABLE: "The help centre is temporarily unavailable. Please try again later.",
 }
 
+#: A several-part question's part the KB has no answer to, after the parts it answers.
+UNCOVERED_PART = "I couldn't find an answer to “{part}” in our help centre."
 GREETING_MESSAGE = "Hello! Ask me anything about {kb_title} and I'll answer from our help centre."
 FALLBACK_HINT = " You can browse all help articles at {url}."
 

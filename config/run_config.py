@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -104,6 +104,14 @@ class RunConfig(BaseModel):
         "An unsure FAQ entry is answered verbatim when the question and its rephrasing both rank "
         "it first, their average score clears the verbatim threshold and leads by this much "
         "(chosen on the tuning sets by right answers - 5 x wrong ones).",
+    )
+    faq_generation: Literal["always", "agreed", "never"] = _knob(
+        "agreed",
+        "An FAQ question no entry answers with confidence: 'always' lets the chat model write "
+        "an answer from the passages; 'agreed' only when the question and its rephrasing rank "
+        "the same entry first (on a KB nobody evaluated, free text from a near entry answered "
+        "29% of questions wrongly); 'never' refuses low_confidence. Questions of several parts "
+        "and document KBs are always generated.",
     )
     # generate
     use_llm: bool = _knob(True, "Generate answers with the chat model when no FAQ entry fits.")

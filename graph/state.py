@@ -75,6 +75,9 @@ class PipelineState(InputState, total=False):
     rephrased: str  # the question in the model's words, when that helped
     rephrased_vector: list[float]
     first_ranking: list[Candidate]  # rerank's ranking of the customer's own wording
+    parts: list[str]  # the questions a several-part message asks
+    part_candidates: list[list[Candidate]]  # retrieved for each part
+    uncovered: list[str]  # parts the answer could not cover
     domain: Domain | None
     kb_similarity: float
     candidates: list[Candidate]

@@ -109,6 +109,8 @@ class Result(BaseModel):
     refusal: Refusal | None = None
     answer: str
     citations: list[Citation] = Field(default_factory=list)
+    #: Parts of a several-part question the KB has no answer to (the answer says so too).
+    uncovered: list[str] = Field(default_factory=list)
     confidence: float = 0.0
     trail: list[Decision] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)

@@ -12,6 +12,10 @@
   LLM is asked (the KB has no evidence for this question);
 - otherwise the passages within `passage_min_ratio` of the best go to `generate`
   (or, with the LLM switched off, the question is refused low_confidence).
+
+A message asking two or three questions is first decided part by part: when a part has a
+confident FAQ entry, the answer is the confident parts' entries verbatim, one after the other,
+and names the parts it does not cover (the result lists them in `uncovered`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from guardrag.config.messages import UNCOVERED_PART
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
 from guardrag.core.kb.stats import point_text
@@ -144,11 +149,15 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         # the customer's own wording decides from here on
         question, ranked = state["question"], first
         detail["first_ranking_stands"] = agreed.why
+        same_top = agreed.entry is not None
     elif first:  # back from `rephrase`, which found no other wording
         ranked, detail = first, {"first_ranking_stands": "no rephrasing"}
+        same_top = True
     else:
-        detail = {}
+        detail, same_top = {}, True
     may_rephrase = not state.get("rephrase_tried") and can_rephrase(run, runtime)
+    if state.get("parts") and not first and (answered := _by_parts(state, run, runtime, threshold)):
+        return answered
     best = ranked[0]
     top = [
         {"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]
@@ -240,6 +249,18 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             **detail,
         )
         return refuse_with(RefusalReason.LOW_CONFIDENCE, decision, candidates=ranked)
+    if best.is_faq and not state.get("parts") and not _may_generate(run, same_top):
+        decision = decide(
+            NODE,
+            "miss",
+            f"{name}: unsure FAQ entry, not generated (faq_generation={run.faq_generation})",
+            best.score,
+            threshold,
+            threshold_from=source,
+            top=top,
+            **detail,
+        )
+        return refuse_with(RefusalReason.LOW_CONFIDENCE, decision, candidates=ranked)
     decision = decide(
         NODE,
         "pass",
@@ -268,3 +289,63 @@ def _verbatim(
         "confidence": round(entry.score, 4),
         "trail": [decide(NODE, "hit", why, entry.score, threshold, **detail)],
     }
+
+
+def _by_parts(
+    state: PipelineState, run: RunConfig, runtime: NodeRuntime, threshold: float
+) -> dict[str, Any] | None:
+    """A several-part question answered part by part: each part's confident FAQ entry verbatim,
+    and the other parts named as not covered. None (the question as a whole decides) when no
+    part has a confident entry."""
+    entries: list[Candidate] = []
+    uncovered: list[str] = []
+    verdicts = []
+    for part, candidates in zip(state["parts"], state["part_candidates"], strict=True):
+        ranked = (
+            _dedupe(_score(part, state["kb"], candidates, run, runtime)[0]) if candidates else []
+        )
+        best = ranked[0] if ranked else None
+        lead = best.score - ranked[1].score if best and len(ranked) > 1 else 1.0
+        if best is not None and best.is_faq and best.score >= threshold and lead >= run.faq_margin:
+            entries.append(best)
+            verdicts.append(
+                {
+                    "part": part,
+                    "entry": best.payload.get("source_id"),
+                    "score": round(best.score, 4),
+                }
+            )
+        else:  # unsure counts as not covered: a part is answered with confidence or not at all
+            uncovered.append(part)
+            score = round(best.score, 4) if best else None
+            verdicts.append({"part": part, "verdict": "not confident", "score": score})
+    distinct = list({str(e.id): e for e in entries}.values())
+    if not distinct:
+        return None
+    text = "\n\n".join(str(e.payload.get("answer") or e.payload.get("text")) for e in distinct)
+    text += "".join(f"\n\n{UNCOVERED_PART.format(part=p.rstrip('?'))}" for p in uncovered)
+    decision = decide(
+        NODE,
+        "hit",
+        f"{len(state['parts'])}-part question: {len(distinct)} answered verbatim"
+        + (f", {len(uncovered)} not covered" if uncovered else ""),
+        min(e.score for e in distinct),
+        threshold,
+        parts=verdicts,
+    )
+    return {
+        "passages": distinct,
+        "answer": text,
+        "route": "semantic_match",
+        "citations": [e.citation() for e in distinct],
+        "uncovered": uncovered,
+        "confidence": round(min(e.score for e in distinct), 4),
+        "trail": [decision],
+    }
+
+
+def _may_generate(run: RunConfig, same_top: bool) -> bool:
+    """Whether an unsure single-entry FAQ question may go to free-text generation."""
+    if run.faq_generation == "always":
+        return True
+    return run.faq_generation == "agreed" and same_top

@@ -1,6 +1,8 @@
 """retrieve: hybrid search (dense MiniLM + BM25, fused with RRF in Qdrant) for candidates.
 
-After `rephrase`, the search is for the rephrased question (rerank compares both rankings).
+After `rephrase`, the search is for the rephrased question (rerank compares both rankings). A
+message asking two or three questions ("When is my bill due and can I set up autopay?") is also
+searched part by part, so rerank can answer each part from its own entry.
 
 Entries carrying instructions for the model (guards.passages) are dropped, logged and counted
 in the trail: ingest quarantines them, this catches any that reached the index anyway.
@@ -13,9 +15,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.passages import servable
 from guardrag.core.store import IndexUnavailable, bm25
+from guardrag.core.text import question_parts
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
@@ -26,35 +30,51 @@ log = logging.getLogger("guardrag.nodes")
 def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     run = knobs(config)
     question, vector = probe(state)
-    sparse = bm25.encode_query(question) if run.use_bm25 else None
+    # a message asking two or three questions: each part is searched too (not after rephrase)
+    parts = [] if state.get("rephrase_tried") else question_parts(question)
     try:
-        hits = runtime.context.store.search(state["kb"], vector, sparse, limit=run.top_k)
+        candidates, poisoned = _search(runtime, state["kb"], question, vector, run)
+        part_candidates = [
+            _search(runtime, state["kb"], part, part_vector.tolist(), run)[0]
+            for part, part_vector in zip(
+                parts, runtime.context.embedder.embed(parts) if parts else [], strict=True
+            )
+        ]
     except IndexUnavailable as exc:
         return refuse_with(
             RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
         )
-    hits, poisoned = servable(hits)
-    if poisoned:
-        log.warning(
-            "retrieve: dropped KB entries carrying instructions for the model: %s", poisoned
-        )
-    candidates = [Candidate.of(h, score=h.fused) for h in hits]
-    mode = "hybrid" if sparse is not None else "dense"
+    mode = "hybrid" if run.use_bm25 else "dense"
     if not candidates:
         return refuse_with(
             RefusalReason.NO_RELEVANT_DOCS,
             decide(NODE, "miss", f"{mode}: no candidates", dropped=poisoned),
         )
     best = max(c.dense for c in candidates)
-    searched = {"searched": question} if state.get("rephrased") else {}
+    detail: dict[str, Any] = {"searched": question} if state.get("rephrased") else {}
+    if parts:
+        detail["parts"] = parts
     return {
         "candidates": candidates,
+        "parts": parts,
+        "part_candidates": part_candidates,
         "trail": [
-            decide(
-                NODE, "pass", mode, best, None, hits=len(candidates), dropped=poisoned, **searched
-            )
+            decide(NODE, "pass", mode, best, None, hits=len(candidates), dropped=poisoned, **detail)
         ],
     }
+
+
+def _search(
+    runtime: NodeRuntime, kb: str, question: str, vector: list[float], run: RunConfig
+) -> tuple[list[Candidate], dict[str, str]]:
+    """The servable candidates for one question, and the entries dropped as poisoned."""
+    sparse = bm25.encode_query(question) if run.use_bm25 else None
+    hits, poisoned = servable(runtime.context.store.search(kb, vector, sparse, limit=run.top_k))
+    if poisoned:
+        log.warning(
+            "retrieve: dropped KB entries carrying instructions for the model: %s", poisoned
+        )
+    return [Candidate.of(h, score=h.fused) for h in hits], poisoned
 
 
 def probe(state: PipelineState) -> tuple[str, list[float]]:

@@ -156,17 +156,35 @@ def test_an_unsure_faq_match_confirmed_by_the_rephrasing_is_answered_verbatim(
     assert result.citations[0].source_id == unsure.detail["top"][0]["source_id"]
 
 
-def test_disagreeing_wordings_leave_the_first_ranking_to_decide(
+def test_disagreeing_wordings_are_not_confident_enough_to_write_an_answer(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    chat.rephrasings = ["How do I close my account?"]
+    result = bot.ask(UNSURE)
+    second = [d for d in result.trail if d.node == "rerank"][-1]
+    assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
+    assert "first_ranking_stands" in second.detail and "faq_generation=agreed" in second.reason
+    assert chat.calls == []  # no free text from an entry the two wordings disagree on
+
+
+def test_faq_generation_always_writes_from_the_first_ranking(
     bot: Guardrag, chat: ScriptedChatModel
 ) -> None:
     chat.rephrasings = ["How do I close my account?"]
     chat.replies = ["NOT_IN_SOURCES"]
-    result = bot.ask(UNSURE)
+    result = bot.ask(UNSURE, knobs={"faq_generation": "always"})
     second = [d for d in result.trail if d.node == "rerank"][-1]
-    assert second.verdict == "pass", result.trail  # on to generation, with the first ranking
-    assert "first_ranking_stands" in second.detail
+    assert second.verdict == "pass", result.trail
     assert "top up" in chat.prompt_text().lower()  # the passages of the customer's own question
     assert result.refusal and result.refusal.reason.value == "no_relevant_docs"
+
+
+def test_faq_generation_never_refuses_an_unsure_entry(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    result = bot.ask(UNSURE, knobs={"faq_generation": "never"})
+    assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
+    assert chat.calls == []
 
 
 def test_a_rephrasing_the_model_cannot_improve_goes_back_to_the_first_ranking(

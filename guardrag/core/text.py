@@ -199,3 +199,30 @@ def coverage(query: str, text: str) -> float:
 def wordset(text: str) -> frozenset[str]:
     """A frozenset of the whitespace-separated words of `text` (for word lists in source)."""
     return frozenset(text.split())
+
+
+#: Where a message asks a second question: "..., and can I ...", "... and what is ...",
+#: "...? Also, how ...". The second part must open like a question of its own.
+_SECOND_QUESTION = re.compile(
+    r"(?:[,;]?\s+and\s+|\?\s*(?:and\s+|also,?\s+)?|[.;]\s*also,?\s+|,?\s+also,?\s+)"
+    r"(?=(?:how|what|what's|whats|when|where|why|which|who|if)\b"
+    # an auxiliary opens a question only before its subject: "and can I", not "and is using"
+    r"|(?:can|could|do|does|did|is|are|was|will|would|should)\s+"
+    r"(?:i|you|we|they|it|he|she|there|this|that|my|your|our|the|a|an|any)\b)",
+    re.IGNORECASE,
+)
+#: A part needs this many content words to be searched on its own ("and how?" is not a part).
+MIN_PART_WORDS = 2
+MAX_PARTS = 3
+
+
+def question_parts(text: str) -> list[str]:
+    """The questions a message asks, when it asks two or three ("When is my bill due and can
+    I set up autopay?"); [] for a single question."""
+    parts = [p.strip(" ,;?.") for p in _SECOND_QUESTION.split(text.strip())]
+    parts = [p for p in parts if p]
+    if not 2 <= len(parts) <= MAX_PARTS:
+        return []
+    if any(len(content_words(p)) < MIN_PART_WORDS for p in parts):
+        return []
+    return [p + "?" for p in parts]

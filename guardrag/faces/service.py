@@ -275,6 +275,7 @@ def to_result(
         refusal=refusal,
         answer=state.get("answer", ""),
         citations=[] if refusal else state.get("citations", []),
+        uncovered=[] if refusal else state.get("uncovered", []),
         confidence=0.0 if refusal else float(state.get("confidence", 0.0)),
         trail=state.get("trail", []),
         usage=state.get("usage") or Usage(),

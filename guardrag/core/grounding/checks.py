@@ -139,8 +139,11 @@ def entity_problem(claim: str, sources: Sequence[Source]) -> str:
 def omitted_fee_problem(claim: str, sources: Sequence[Source]) -> str:
     """ "Top-ups are free" where the passage makes some top-ups free and charges for others: the
     claim drops the condition. Passes when the claim names what sets the free ones apart
-    ("FPX top-ups are free") or states the exception itself."""
+    ("FPX top-ups are free"), states the exception itself, or charges in the same breath
+    ("the first 5 are free, and each one after that costs RM0.50": the passage's own words)."""
     if not _FREE_RE.search(claim) or _EXCEPTION_RE.search(claim):
+        return ""
+    if _FEE_RE.search(claim) and re.search(r"\d", claim):
         return ""
     words = content_words(claim) - _PRICE_WORDS
     for src in sources:
