@@ -577,6 +577,10 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
     assert read_state(tmp_path / "llm") is None  # stopped with the app
 
 
+#: Straight to generation: an unsure match is not first asked again in other words.
+TO_GENERATION = {"rephrase_unsure": False}
+
+
 def generated_question(bot: Guardrag) -> str:
     """A golden question that needs the LLM today (the router's thresholds move)."""
     no_llm = bot.with_services(chat_model=None)
@@ -585,7 +589,7 @@ def generated_question(bot: Guardrag) -> str:
             case.question
             for case in load_cases(REPO / "datasets/ewallet/golden.jsonl")
             if case.expect == "answer"
-            and (refusal := no_llm.ask(case.question).refusal) is not None
+            and (refusal := no_llm.ask(case.question, knobs=TO_GENERATION).refusal) is not None
             and refusal.stage == "generate"
         ),
         None,
@@ -603,7 +607,7 @@ def model_answered(result: Result) -> bool:
 @pytest.mark.slow
 def test_real_local_model_answers_through_the_pipeline(real_bot: Guardrag) -> None:
     """Asks the real model a golden question that needs generation."""
-    result = real_bot.ask(generated_question(real_bot))
+    result = real_bot.ask(generated_question(real_bot), knobs=TO_GENERATION)
     assert model_answered(result), result.trail
 
 
@@ -639,7 +643,7 @@ def test_real_server_killed_mid_answer_is_refused_then_restarted(
             os.kill(state.pid, signal.SIGKILL)
             killed_at.append(time.monotonic())
 
-    result = real_bot.ask(question, on_step=kill_when_generating)
+    result = real_bot.ask(question, knobs=TO_GENERATION, on_step=kill_when_generating)
     assert killed_at, "the question never reached generation"
     assert result.refusal is not None and result.refusal.reason.value == "llm_unavailable"
     assert result.refusal.kind == "error", result.refusal
@@ -652,4 +656,5 @@ def test_real_server_killed_mid_answer_is_refused_then_restarted(
     assert wait_for(restarted, 120), (tmp_path / "llm" / "server.log").read_text()[-2000:]
     after = read_state(tmp_path / "llm")
     assert after is not None and (after.port, after.key) == (state.port, state.key)
-    assert model_answered(real_bot.ask(question)), "not answered after the restart"
+    again = real_bot.ask(question, knobs=TO_GENERATION)
+    assert model_answered(again), f"not answered after the restart: {again.trail}"
