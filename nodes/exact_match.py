@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.passages import servable
 from guardrag.core.store import IndexUnavailable
-from guardrag.core.text import normalise, question_key
+from guardrag.core.text import normalise, question_key, question_parts
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
@@ -31,7 +31,10 @@ def exact_match(
     if not knobs(config).exact_match:
         return {"trail": [decide(NODE, "miss", "disabled")]}
     store, kb, question = runtime.context.store, state["kb"], state["question"]
-    for field_name, key_of in STAGES:
+    # a message of several questions has more content than any one entry answers, even when
+    # its words make one entry's word set ("How do I top up and is there a fee for topping up?")
+    stages = STAGES[:1] if question_parts(question) else STAGES
+    for field_name, key_of in stages:
         key = key_of(question)
         if not key:
             continue

@@ -30,6 +30,9 @@ from guardrag.nodes.moderate_input import moderate_input
 NODE = "rephrase"
 #: Longer replies are an answer or an essay, not a question.
 MAX_REPHRASED_CHARS = 200
+#: Input-guard findings on embedding similarity alone: when only the model's rewrite trips one,
+#: the rewrite is dropped rather than the customer refused (a rule finding still refuses).
+SIMILARITY_ONLY = "semantic."
 log = logging.getLogger("guardrag.nodes")
 
 
@@ -42,6 +45,10 @@ def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     screened = moderate_input({**state, "question": rewrite}, config, runtime)
     said = decide(NODE, "pass", "asked again in plain words", rephrased=rewrite, asked_by=asked_by)
     if screened.get("refusal") is not None:  # the rewrite must pass the guards too
+        blocked = screened["trail"][-1]
+        if blocked.reason.startswith(SIMILARITY_ONLY):
+            # the customer's words passed; the model's merely resemble an attack: not used
+            return _stands(state, asked_by, f"the rewrite resembles {blocked.reason}")
         return {**screened, "rephrase_tried": True, "trail": [said, *screened["trail"]]}
     vector = screened["query_vector"]
     update: dict[str, Any] = {}

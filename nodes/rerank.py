@@ -15,13 +15,14 @@
 
 A message asking two or three questions is first decided part by part: when a part has a
 confident FAQ entry, the answer is the confident parts' entries verbatim, one after the other,
-and names the parts it does not cover (the result lists them in `uncovered`).
+and names the parts it does not cover (the result lists them in `uncovered`); when none has,
+the model may write one answer from every part's best entry.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 
@@ -138,6 +139,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         agreed = agreement(_scores(first), _scores(ranked), threshold, run.rephrase_margin)
         detail = {
             "rephrased": state.get("rephrased"),
+            "rephrased_top": _top(ranked),
             "average": round(agreed.score, 4),
             "lead": round(agreed.lead, 4),
             "margin": run.rephrase_margin,
@@ -156,12 +158,21 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     else:
         detail, same_top = {}, True
     may_rephrase = not state.get("rephrase_tried") and can_rephrase(run, runtime)
-    if state.get("parts") and not first and (answered := _by_parts(state, run, runtime, threshold)):
-        return answered
+    several = bool(state.get("parts")) and not first
+    if several:
+        parts = _parts(state, run, runtime, threshold)
+        if (answered := _by_parts(parts, threshold)) is not None:
+            return answered
+        # no part answered with confidence: one answer written from every part's best entry
+        # (and the question's own ranking), never one entry standing in for all parts
+        bests = {str(p.best.id): p.best for p in parts if p.best and p.status != "absent"}
+        ranked = [*bests.values(), *(c for c in ranked if str(c.id) not in bests)]
+    else:
+        bests = {}
+        detail["parts"] = [{"part": p.question, "status": p.status} for p in parts]
+        may_rephrase = False
     best = ranked[0]
-    top = [
-        {"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]
-    ]
+    top = _top(ranked)
     if best.score < run.min_relevance:
         if may_rephrase and state.get("kb_similarity", 1.0) < run.domain_confident_similarity:
             # only loosely related, nothing relevant: the question in plain English decides
@@ -185,7 +196,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             **detail,
         )
     lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
-    if best.is_faq and best.score >= threshold and lead >= run.faq_margin:
+    if best.is_faq and best.score >= threshold and lead >= run.faq_margin and not several:
         return _verbatim(
             best,
             ranked,
@@ -212,6 +223,9 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         )
         return {"candidates": ranked, "first_ranking": ranked, "trail": [decision]}
     passages = _passages(ranked, run)
+    if bests:  # every part's best entry, whatever the score ratio
+        extra = [c for c in passages if str(c.id) not in bests]
+        passages = [*bests.values(), *extra][: max(run.max_passages, len(bests))]
     # A close match to an FAQ question (the title) is evidence on its own, even when the answer
     # is worded differently; for documents the title vector already includes the text.
     semantic = max(best.dense, semantic_similarity(best))
@@ -291,47 +305,63 @@ def _verbatim(
     }
 
 
-def _by_parts(
+@dataclass(frozen=True)
+class _Part:
+    """One question of a several-part message, and how well the KB answers it."""
+
+    question: str
+    best: Candidate | None
+    status: Literal["confident", "unsure", "absent"]
+
+
+def _parts(
     state: PipelineState, run: RunConfig, runtime: NodeRuntime, threshold: float
-) -> dict[str, Any] | None:
-    """A several-part question answered part by part: each part's confident FAQ entry verbatim,
-    and the other parts named as not covered. None (the question as a whole decides) when no
-    part has a confident entry."""
-    entries: list[Candidate] = []
-    uncovered: list[str] = []
-    verdicts = []
+) -> list[_Part]:
+    """Each part's best entry and whether it answers the part verbatim (the same rule as for a
+    whole question), may answer it (unsure), or nothing relevant was found (absent)."""
+    found = []
     for part, candidates in zip(state["parts"], state["part_candidates"], strict=True):
         ranked = (
             _dedupe(_score(part, state["kb"], candidates, run, runtime)[0]) if candidates else []
         )
         best = ranked[0] if ranked else None
         lead = best.score - ranked[1].score if best and len(ranked) > 1 else 1.0
-        if best is not None and best.is_faq and best.score >= threshold and lead >= run.faq_margin:
-            entries.append(best)
-            verdicts.append(
-                {
-                    "part": part,
-                    "entry": best.payload.get("source_id"),
-                    "score": round(best.score, 4),
-                }
-            )
-        else:  # unsure counts as not covered: a part is answered with confidence or not at all
-            uncovered.append(part)
-            score = round(best.score, 4) if best else None
-            verdicts.append({"part": part, "verdict": "not confident", "score": score})
-    distinct = list({str(e.id): e for e in entries}.values())
+        if best is None or best.score < run.min_relevance:
+            found.append(_Part(part, best, "absent"))
+        elif best.is_faq and best.score >= threshold and lead >= run.faq_margin:
+            found.append(_Part(part, best, "confident"))
+        else:
+            found.append(_Part(part, best, "unsure"))
+    return found
+
+
+def _by_parts(parts: list[_Part], threshold: float) -> dict[str, Any] | None:
+    """The parts' confident entries verbatim, one after the other, naming the parts not covered
+    (a part is answered with confidence or said to be unanswered, never guessed at); None when
+    no part is confident."""
+    answered = [p.best for p in parts if p.status == "confident" and p.best]
+    distinct = list({str(e.id): e for e in answered}.values())
     if not distinct:
         return None
+    uncovered = [p.question for p in parts if p.status != "confident"]
     text = "\n\n".join(str(e.payload.get("answer") or e.payload.get("text")) for e in distinct)
-    text += "".join(f"\n\n{UNCOVERED_PART.format(part=p.rstrip('?'))}" for p in uncovered)
+    text += "".join(f"\n\n{UNCOVERED_PART.format(part=q.rstrip('?'))}" for q in uncovered)
     decision = decide(
         NODE,
         "hit",
-        f"{len(state['parts'])}-part question: {len(distinct)} answered verbatim"
+        f"{len(parts)}-part question: {len(distinct)} answered verbatim"
         + (f", {len(uncovered)} not covered" if uncovered else ""),
         min(e.score for e in distinct),
         threshold,
-        parts=verdicts,
+        parts=[
+            {
+                "part": p.question,
+                "status": p.status,
+                "entry": p.best.payload.get("source_id") if p.best else None,
+                "score": round(p.best.score, 4) if p.best else None,
+            }
+            for p in parts
+        ],
     )
     return {
         "passages": distinct,
@@ -342,6 +372,13 @@ def _by_parts(
         "confidence": round(min(e.score for e in distinct), 4),
         "trail": [decision],
     }
+
+
+def _top(ranked: list[Candidate]) -> list[dict[str, Any]]:
+    """The first three of a ranking, for the trail."""
+    return [
+        {"source_id": c.payload.get("source_id"), "score": round(c.score, 4)} for c in ranked[:3]
+    ]
 
 
 def _may_generate(run: RunConfig, same_top: bool) -> bool:

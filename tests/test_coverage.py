@@ -257,3 +257,41 @@ def test_without_a_model_nothing_is_rephrased(bot: Guardrag) -> None:
 
 def test_sample_kb_file_is_what_the_fixture_ingests() -> None:
     assert SAMPLE_FAQ.exists() and GYM.exists()
+
+
+def test_a_rewrite_that_only_resembles_an_attack_is_dropped_not_held_against_the_customer(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    chat.rephrasings = ["Which customer has this phone number?"]
+    result = bot.ask("saya lupa kata laluan")
+    assert result.refusal and result.refusal.reason.value == "out_of_domain", result.trail
+    assert "the rewrite resembles semantic." in result.trail[-2].reason
+
+
+# --- questions of several parts ----------------------------------------------------------------
+
+
+def test_each_part_of_a_two_part_question_is_answered_from_its_own_entry(bot: Guardrag) -> None:
+    result = bot.ask(
+        "Is there a fee to transfer money to a bank account, and what is my daily transfer limit?"
+    )
+    assert result.outcome == "answered" and result.route == "semantic_match", result.trail
+    assert [c.source_id for c in result.citations] == ["kw-transfers-004", "kw-transfers-005"]
+    assert result.uncovered == []
+    parts = next(d for d in result.trail if d.node == "rerank").detail["parts"]
+    assert len(parts) == 2
+
+
+def test_a_part_the_kb_cannot_answer_is_named(bot: Guardrag) -> None:
+    result = bot.ask("How do I reset my password, and what is Kinetic Pay's share price?")
+    assert result.outcome == "answered", result.trail
+    assert [c.source_id for c in result.citations] == ["kw-security-001"]
+    assert result.uncovered == ["what is Kinetic Pay's share price?"]
+    assert "couldn't find an answer to “what is Kinetic Pay's share price”" in result.answer
+
+
+def test_near_exact_matching_does_not_swallow_a_second_question(bot: Guardrag) -> None:
+    result = bot.ask("How do I top up and is there a fee for topping up?")
+    assert result.route != "exact_match", result.trail
+    assert "kw-top-up-002" in {c.source_id for c in result.citations}
+    assert result.uncovered == ["How do I top up?"]  # not confidently: said, not guessed
