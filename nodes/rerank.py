@@ -167,10 +167,10 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         # (and the question's own ranking), never one entry standing in for all parts
         bests = {str(p.best.id): p.best for p in parts if p.best and p.status != "absent"}
         ranked = [*bests.values(), *(c for c in ranked if str(c.id) not in bests)]
-    else:
-        bests = {}
         detail["parts"] = [{"part": p.question, "status": p.status} for p in parts]
         may_rephrase = False
+    else:
+        bests = {}
     best = ranked[0]
     top = _top(ranked)
     if best.score < run.min_relevance:
