@@ -464,3 +464,17 @@ def test_no_admin_token_means_no_uploads_at_all(services: Services, tmp_path: Pa
     with TestClient(app) as client:
         response = client.post("/ui/gradio_api/upload", files={"files": ("a.csv", b"x")})
     assert response.status_code == 403
+
+
+def test_a_partial_answer_is_labelled_as_such() -> None:
+    partial = Result(
+        question="How do I top up, and can I buy bitcoin?",
+        request_id="r",
+        outcome="answered",
+        route="semantic_match",
+        answer="Tap Top Up. I couldn't find anything about buying bitcoin.",
+        uncovered=["can I buy bitcoin?"],
+    )
+    assert "Partly answered" in badge_html(partial)
+    whole = partial.model_copy(update={"uncovered": []})
+    assert "From the help centre" in badge_html(whole)

@@ -35,9 +35,33 @@ PAYROLL = "payroll"
 NEEDS_GENERATION = "is it free to top up my wallet?"
 
 
+class Replies(list[str]):
+    """The stub's reply queue, answering by what it is asked: a queued reply for a drafting or
+    rewrite prompt, the customer's own words for any other (a rephrase keeps the question),
+    so each test scripts only the call it is about, whatever else the pipeline asks."""
+
+    def __init__(self, stub: OpenAIStub) -> None:
+        super().__init__()
+        self.stub = stub
+
+    def __bool__(self) -> bool:
+        return True
+
+    def pop(self, index: Any = -1) -> str:
+        messages = self.stub.requests[-1]["messages"]
+        prompt = json.dumps(messages)
+        scripted = "<passage id=" in prompt or "standalone question" in prompt
+        if scripted and len(self):
+            return super().pop(0)
+        if scripted:
+            return "NOT_IN_SOURCES"
+        return str(messages[-1]["content"]).split("\n")[-1].removeprefix("Message: ")
+
+
 @pytest.fixture(scope="module")
 def stub() -> Iterator[tuple[OpenAIStub, str]]:
     model = OpenAIStub()
+    model.replies = Replies(model)
     with model.serve() as url:
         yield model, url
 
@@ -159,7 +183,7 @@ def test_a_generated_answer_from_the_model(
 ) -> None:
     model, _ = stub
     draft, source = grounded_reply
-    model.replies = [draft]
+    model.replies.append(draft)
     completion = client(served).chat.completions.create(model=KB, messages=[user(NEEDS_GENERATION)])
     result = guardrag_of(completion)
     assert result["route"] == "generated", result["trail"]
@@ -198,7 +222,7 @@ def test_a_follow_up_in_messages_is_rewritten(served: str, stub: tuple[OpenAIStu
     model, _ = stub
     first = "Are there any fees for topping up?"
     earlier = client(served).chat.completions.create(model=KB, messages=[user(first)])
-    model.replies = ["Are there any fees for topping up with cash?"]  # the model's rewrite
+    model.replies.append("Are there any fees for topping up with cash?")  # the model's rewrite
     completion = client(served).chat.completions.create(
         model=KB,
         messages=[

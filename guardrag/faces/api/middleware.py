@@ -34,7 +34,8 @@ MAX_BODY_DEPTH = 32
 CREDENTIAL_PARAMS = frozenset(
     {"api_key", "apikey", "api-key", "x-api-key", "key", "token", "access_token", "admin_token"}
 )
-_UNREPRESENTABLE = re.compile("[\ud800-\udfff\ufdd0-\ufdef\ufffe\uffff]")
+#: A lone UTF-16 surrogate: JSON can escape one ("\ud800"), but no UTF-8 text can hold it.
+_UNREPRESENTABLE = re.compile("[\ud800-\udfff]")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -143,8 +144,10 @@ def _walk(data: Any) -> tuple[int, str] | None:
                     return 422, f"a key in {where} is not valid Unicode text"
                 stack.append((value, depth + 1, f"{where}.{key}"[:80]))
         elif isinstance(item, str) and (bad := _UNREPRESENTABLE.search(item)):
-            kind = "a lone UTF-16 surrogate" if bad.group(0) < "\ue000" else "a noncharacter"
-            return 422, f"{where} is not valid Unicode text ({kind} at character {bad.start()})"
+            return 422, (
+                f"{where} is not valid Unicode text (a lone UTF-16 surrogate at character "
+                f"{bad.start()})"
+            )
     return None
 
 

@@ -60,6 +60,9 @@ CUSTOMER_BADGES = {
 }
 
 
+PARTIAL_BADGE = ("Partly answered: some parts are not in the help centre", "generated")
+
+
 def escape_text(text: str) -> str:
     """HTML-escape text and neutralise markdown link/image brackets, so KB text cannot inject."""
     return _MARKDOWN_LINK.sub(r"\\\1", html.escape(text, quote=False))
@@ -69,6 +72,8 @@ def badge(result: Result | None) -> tuple[str, str]:
     """(plain words, colour) of the customer's pill for a result (None: the app failed)."""
     if result is None:
         return CUSTOMER_BADGES["error"]
+    if result.refusal is None and result.uncovered:
+        return PARTIAL_BADGE  # some parts of the question are named as not covered
     key = result.refusal.kind if result.refusal else (result.route or "exact_match")
     return CUSTOMER_BADGES.get(key, ("Answered", "faq"))
 
