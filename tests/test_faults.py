@@ -37,6 +37,8 @@ from tests.fakes import ScriptedChatModel
 from tests.openai_stub import FAULTS, Fault, OpenAIStub
 
 QUESTION = "is it free to top up my wallet?"  # needs generation: no FAQ entry says it verbatim
+#: These tests are about the generation call: the rephrase step (another model call) stays off.
+GENERATE_ONLY = {"rephrase_unsure": False}
 FAQ_QUESTION = "How do I sign up for Kinetic Wallet?"  # an FAQ question: answered verbatim
 LLM_TIMEOUT_S = 2.0
 #: A fault must be refused within this (the LLM timeout plus the pipeline on a shared 2-core box).
@@ -101,7 +103,7 @@ def test_broken_llm_replies_are_llm_unavailable_then_recover(
     reply = grounded_reply(llm_bot)
     server.fault = fault
     server.replies = [reply]
-    result, elapsed = timed_ask(llm_bot, QUESTION)
+    result, elapsed = timed_ask(llm_bot, QUESTION, knobs=GENERATE_ONLY)
     assert refusal_of(result) == "llm_unavailable", result.trail
     assert result.refusal is not None and result.refusal.kind == "error"
     assert result.citations == [] and reply not in result.answer  # no half answer leaks out
@@ -111,7 +113,7 @@ def test_broken_llm_replies_are_llm_unavailable_then_recover(
 
     server.fault = None  # the endpoint is healthy again: the same object answers
     server.replies = [reply]
-    recovered = llm_bot.ask(QUESTION)
+    recovered = llm_bot.ask(QUESTION, knobs=GENERATE_ONLY)
     assert recovered.route == "generated", recovered.trail
     assert recovered.answer.startswith(reply.split(" [")[0][:30])
 
@@ -122,7 +124,7 @@ def test_stream_that_completes_is_answered(llm_bot: Guardrag, stub: tuple[OpenAI
     streaming = llm_bot.services.chat_model.model_copy(update={"streaming": True})  # type: ignore[union-attr]
     bot = llm_bot.with_services(chat_model=streaming)
     server.replies = [grounded_reply(bot)]
-    result = bot.ask(QUESTION)
+    result = bot.ask(QUESTION, knobs=GENERATE_ONLY)
     assert result.route == "generated", result.trail
     assert server.requests[-1]["stream"] is True
 

@@ -208,17 +208,30 @@ class CountingEmbedder:
         return self.inner.embed(texts)
 
 
-def test_unchanged_rows_are_not_embedded_again(
-    tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder
-) -> None:
+class PublishWatcher(ServerStore):
+    """An in-memory store noting how many texts were embedded for each snapshot it published
+    (the KB's self-calibration embeds its probes afterwards: those are not rows)."""
+
+    def __init__(self, counting: CountingEmbedder) -> None:
+        super().__init__(location=":memory:")
+        self.counting = counting
+        self.embedded: list[int] = []
+
+    def publish(self, kb: str, points: Iterable[Point], info: KBInfo) -> None:
+        before = sum(self.counting.calls)
+        super().publish(kb, points, info)
+        self.embedded.append(sum(self.counting.calls) - before)
+
+
+def test_unchanged_rows_are_not_embedded_again(tmp_path: Path, embedder: OnnxEmbedder) -> None:
     counting = CountingEmbedder(embedder)
     source = write_jsonl(tmp_path / "faq.jsonl", ROWS)
-    ingest(store, counting, "kb", [source])
-    assert sum(counting.calls) == 2 * len(ROWS)  # a question and an answer vector per row
-    counting.calls.clear()
+    published = PublishWatcher(counting)
+    ingest(published, counting, "kb", [source])
+    assert published.embedded == [2 * len(ROWS)]  # a question and an answer vector per row
     write_jsonl(source, [ROWS[0], {**ROWS[1], "answer": "RM 3,000 a day."}, ROWS[2]])
-    ingest(store, counting, "kb", [source])
-    assert sum(counting.calls) == 2
+    ingest(published, counting, "kb", [source])
+    assert published.embedded == [2 * len(ROWS), 2]  # only the changed row
 
 
 def test_rows_are_embedded_batch_by_batch_as_the_store_writes(
@@ -249,7 +262,7 @@ def test_rows_are_embedded_batch_by_batch_as_the_store_writes(
         batch_size=2,
         progress=progress.append,
     )
-    assert counting.calls == [4, 4, 2] and progress == [2, 2, 1]
+    assert counting.calls[:3] == [4, 4, 2] and progress == [2, 2, 1]  # then calibration
     assert embedded_before_each_point == [4, 4, 8, 8, 10]  # memory holds one batch of vectors
 
     whole = ingest(store, embedder, "kb", [source])

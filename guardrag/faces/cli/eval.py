@@ -6,21 +6,17 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from tqdm import tqdm
 
 from guardrag.config.run_config import (
-    DEFAULT_FAQ_ANSWER_THRESHOLD,
     KNOBS,
     KnobError,
     RunConfig,
 )
 from guardrag.config.settings import load_settings, validate_kb_name
-
-if TYPE_CHECKING:
-    from guardrag.core.kb.calibration import Calibration
 
 
 def _knobs(items: list[str]) -> dict[str, Any]:
@@ -143,7 +139,7 @@ def eval_command(
                 param_hint="--kb",
             )
         kb_calibration = Calibration.from_extra(kb_info.extra)
-        effective = _effective(RunConfig.checked(knobs), kb_calibration)
+        effective = eval_report.effective_knobs(RunConfig.checked(knobs), kb_calibration)
         titles = {
             str(p.payload.get("source_id")): str(p.payload.get("title", ""))
             for p in store.points(name)
@@ -196,7 +192,9 @@ def eval_command(
     )
     summary = eval_metrics.summarise(rows, rankings, info, thresholds)
     regressions = eval_metrics.compare(old, summary) if old is not None else None
-    report = eval_report.write_report(summary, rows, out_dir, _thresholds(effective), regressions)
+    report = eval_report.write_report(
+        summary, rows, out_dir, eval_report.marked_thresholds(effective), regressions
+    )
     for key, value in summary["metrics"].items():
         typer.echo(f"{key:<24} {value}")
     for system, values in summary["retrieval"].items():
@@ -213,17 +211,6 @@ def _model(bot: Any, base_url: str | None) -> str:
         return "none (no LLM: questions that need generation are refused llm_unavailable)"
     where = base_url or "local llama.cpp server"
     return f"{bot.services.model_name} ({where})"
-
-
-def _effective(run: RunConfig, kb_calibration: Calibration | None) -> RunConfig:
-    """The knobs as the pipeline applies them to this KB (its own verbatim threshold when the
-    run does not set one)."""
-    if run.faq_answer_threshold is not None:
-        return run
-    threshold = (
-        kb_calibration.faq_answer_threshold if kb_calibration else DEFAULT_FAQ_ANSWER_THRESHOLD
-    )
-    return run.model_copy(update={"faq_answer_threshold": threshold})
 
 
 def _write_threshold(
@@ -243,15 +230,3 @@ def _write_threshold(
     if not store.annotate(kb, snapshot, {KEY: found.to_dict()}):
         return f"not written: knowledge base {kb!r} was re-ingested meanwhile"
     return f"wrote faq_answer_threshold {proposed} into knowledge base {kb!r}"
-
-
-def _thresholds(run: RunConfig) -> dict[str, dict[str, float]]:
-    """The thresholds marked on the score plots."""
-    return {
-        "kb_similarity": {"domain_min_similarity": run.domain_min_similarity},
-        "rerank_best": {
-            "min_relevance": run.min_relevance,
-            "faq_answer_threshold": run.faq_answer_threshold or DEFAULT_FAQ_ANSWER_THRESHOLD,
-        },
-        "rerank_lead": {"faq_margin": run.faq_margin},
-    }

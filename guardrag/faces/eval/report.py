@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
+from guardrag.core.kb.calibration import Calibration
 from guardrag.faces.eval.evaluate import Evaluated
 from guardrag.faces.eval.plots import plot_confusion, plot_latency, plot_scores
 
@@ -24,6 +26,29 @@ def _fmt(value: Any) -> str:
             else f"{value:g}"
         )
     return str(value)
+
+
+def effective_knobs(run: RunConfig, kb_calibration: Calibration | None) -> RunConfig:
+    """The knobs as the pipeline applies them to a KB (its own verbatim threshold when the run
+    does not set one)."""
+    if run.faq_answer_threshold is not None:
+        return run
+    threshold = (
+        kb_calibration.faq_answer_threshold if kb_calibration else DEFAULT_FAQ_ANSWER_THRESHOLD
+    )
+    return run.model_copy(update={"faq_answer_threshold": threshold})
+
+
+def marked_thresholds(run: RunConfig) -> dict[str, dict[str, float]]:
+    """The thresholds marked on the score plots (of `effective_knobs`)."""
+    return {
+        "kb_similarity": {"domain_min_similarity": run.domain_min_similarity},
+        "rerank_best": {
+            "min_relevance": run.min_relevance,
+            "faq_answer_threshold": run.faq_answer_threshold or DEFAULT_FAQ_ANSWER_THRESHOLD,
+        },
+        "rerank_lead": {"faq_margin": run.faq_margin},
+    }
 
 
 def md_table(header: Sequence[str], lines: Iterable[Sequence[Any]]) -> list[str]:
