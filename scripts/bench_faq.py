@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from _bench import (
@@ -36,9 +37,9 @@ from _bench import (
 from guardrag.config.settings import Settings
 from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.kb.ingest import ingest
+from guardrag.core.kb.ingest import IngestReport, ingest
 from guardrag.core.store import open_store
-from guardrag.faces.eval.evaluate import load_cases
+from guardrag.faces.eval.evaluate import Case, load_cases
 from guardrag.faces.service import Guardrag, build_services
 
 GUARD_NODES = ("moderate_input", "moderate_output")
@@ -52,6 +53,55 @@ def route_of(result: Result) -> str:
     if stage == "moderate_input":
         return "refused at moderate_input"
     return f"refused {reason} ({stage})"
+
+
+@dataclass
+class FaqRun:
+    """One bench_faq run: latencies by route and node, the guard stack and its embedding."""
+
+    cases: list[Case]
+    report: IngestReport
+    ingest_s: float
+    cold_s: float
+    by_route: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    by_node: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    guards: list[float] = field(default_factory=list)
+    embeds: list[float] = field(default_factory=list)
+
+    def answered(self) -> list[float]:
+        """Latencies of the questions answered from the FAQ (exact and semantic matches)."""
+        return [ms for route in ("exact_match", "semantic_match") for ms in self.by_route[route]]
+
+
+def measure(kb_file: Path, golden: Path, kb: str, rounds: int) -> FaqRun:
+    """Ingest `kb_file`, then ask every golden case `rounds` times after a warm-up, LLM off."""
+    cases = load_cases(golden)
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(data_dir=Path(tmp), default_kb=kb, llm_local=False)
+        store, embedder = open_store(Path(tmp)), TimedEmbedder(OnnxEmbedder())
+        started = time.perf_counter()
+        report = ingest(store, embedder, kb, [kb_file])
+        ingest_s = time.perf_counter() - started
+        cold = time.perf_counter()
+        bot = Guardrag(
+            build_services(settings, store=store, embedder=embedder, chat_model=None), settings
+        )
+        run = FaqRun(cases, report, ingest_s, time.perf_counter() - cold)
+        knobs = {"use_llm": False}
+        for case in cases[:20]:
+            bot.ask(case.question, knobs=knobs)  # warm-up
+        for _ in range(rounds):
+            for case in cases:
+                embedder.reset()
+                result = bot.ask(case.question, knobs=knobs)
+                run.by_route[route_of(result)].append(result.latency_ms)
+                for decision in result.trail:
+                    run.by_node[decision.node].append(decision.ms)
+                if result.outcome == "answered":
+                    run.guards.append(sum(d.ms for d in result.trail if d.node in GUARD_NODES))
+                    run.embeds.append(sum(embedder.calls_ms))
+        bot.close()
+    return run
 
 
 def main() -> None:
@@ -68,41 +118,15 @@ def main() -> None:
     for path in (args.kb_file, args.golden):
         if not path.is_file():
             parser.error(f"{path}: no such file")
-    cases = load_cases(args.golden)
     print(machine())
-    by_route: dict[str, list[float]] = defaultdict(list)
-    by_node: dict[str, list[float]] = defaultdict(list)
-    guards, embeds = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp), default_kb=args.kb, llm_local=False)
-        store, embedder = open_store(Path(tmp)), TimedEmbedder(OnnxEmbedder())
-        started = time.perf_counter()
-        report = ingest(store, embedder, args.kb, [args.kb_file])
-        ingest_s = time.perf_counter() - started
-        cold = time.perf_counter()
-        bot = Guardrag(
-            build_services(settings, store=store, embedder=embedder, chat_model=None), settings
-        )
-        cold_s = time.perf_counter() - cold
-        knobs = {"use_llm": False}
-        for case in cases[:20]:
-            bot.ask(case.question, knobs=knobs)  # warm-up
-        for _ in range(args.rounds):
-            for case in cases:
-                embedder.reset()
-                result = bot.ask(case.question, knobs=knobs)
-                by_route[route_of(result)].append(result.latency_ms)
-                for decision in result.trail:
-                    by_node[decision.node].append(decision.ms)
-                if result.outcome == "answered":
-                    guards.append(sum(d.ms for d in result.trail if d.node in GUARD_NODES))
-                    embeds.append(sum(embedder.calls_ms))
-        bot.close()
+    run = measure(args.kb_file, args.golden, args.kb, args.rounds)
+    by_route, by_node, guards, embeds = run.by_route, run.by_node, run.guards, run.embeds
+    cases, report, ingest_s, cold_s = run.cases, run.report, run.ingest_s, run.cold_s
     print(
         f"ingest: {report.total} entries in {ingest_s:.2f} s ({report.total / ingest_s:.0f}/s); "
         f"services cold start {cold_s:.2f} s; {len(cases)} cases x {args.rounds} rounds"
     )
-    answered = [ms for route in ("exact_match", "semantic_match") for ms in by_route[route]]
+    answered = run.answered()
     if answered:
         p50 = statistics.median(answered)
         print(

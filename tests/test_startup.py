@@ -1,0 +1,76 @@
+"""Short commands stay short: `guardrag --help`, `kbs` and `audit --help` import no face or model
+they do not use (issue #17; scripts/bench_startup.py times them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# What a short command must not pay for: the web UI, the HTTP server, the guard framework, the
+# embedding model and its runtime, the chat-model client.
+HEAVY = (
+    "gradio",
+    "fastapi",
+    "uvicorn",
+    "guardrails",
+    "onnxruntime",
+    "tokenizers",
+    "guardrag.core.embedder",
+    "guardrag.core.guards",
+    "langchain_openai",
+)
+
+# Runs the CLI in a fresh interpreter, then reports which heavy modules ended up imported.
+PROBE = """
+import json, sys
+from guardrag.faces.cli.main import main
+heavy = json.loads(sys.argv[2])
+sys.argv = ["guardrag", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy)))
+"""
+
+
+def imported(args: list[str], data_dir: Path) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY)],
+        env={**os.environ, "GUARDRAG_DATA_DIR": str(data_dir), "GUARDRAG_LOG_JSON": "false"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["kbs"], ["audit", "--help"], ["ask", "--help"], ["ingest", "--help"]]
+)
+def test_short_commands_import_no_heavy_module(args: list[str], tmp_path: Path) -> None:
+    assert imported(args, tmp_path) == []
+
+
+def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
+    """The probe itself works: a module that does import the embedder is reported."""
+    probe = PROBE.replace(
+        "from guardrag.faces.cli.main import main",
+        "import guardrag.core.embedder\nfrom guardrag.faces.cli.main import main",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(["--help"]), json.dumps(HEAVY)],
+        env={**os.environ, "GUARDRAG_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "guardrag.core.embedder" in json.loads(done.stdout.strip().splitlines()[-1])
