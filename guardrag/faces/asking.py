@@ -1,6 +1,7 @@
-"""How the faces run a question: progress as the pipeline's nodes finish, the candidates it
-ranked (for "did you mean" entries after a not-found refusal), and the audit guarantee (no
-answer leaves before its audit record is stored or spooled)."""
+"""How the faces run a question: progress as the pipeline's nodes finish, the draft's sentences
+as each is verified (`faces/sentences.py`), the candidates it ranked (for "did you mean"
+entries after a not-found refusal), and the audit guarantee (no answer leaves before its
+audit record is stored or spooled)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 
 from guardrag.contract import RefusalReason, Result
 from guardrag.core.audit import AuditUnavailable
+from guardrag.faces.sentences import Sentence, SentenceGate
 from guardrag.faces.service import Guardrag
 
 # --- progress while the pipeline runs ---------------------------------------------------
@@ -112,18 +114,24 @@ def ask_with_progress(
     *,
     thread_id: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    on_sentence: Callable[[Sentence], None] | None = None,
 ) -> Asked:
-    """`bot.ask` that reports progress as nodes finish and keeps the candidates it ranked."""
+    """`bot.ask` that reports progress as nodes finish, with `on_sentence` each sentence of
+    a generated draft once it is verified, and keeps the candidates it ranked."""
     candidates: list[Any] = []
+    gate = SentenceGate(bot.services, question, on_sentence) if on_sentence else None
 
     def step(node: str, update: dict[str, Any]) -> None:
         if update.get("candidates"):
             candidates[:] = update["candidates"]
+        if gate is not None:
+            gate.step(node, update)
         event = progress_of(node, update)
         if event is not None and on_progress is not None:
             on_progress(event)
 
-    result = bot.ask(question, kb, thread_id=thread_id, on_step=step)
+    on_token = gate.feed if gate is not None else None
+    result = bot.ask(question, kb, thread_id=thread_id, on_step=step, on_token=on_token)
     return Asked(result, candidates)
 
 

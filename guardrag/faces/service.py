@@ -36,6 +36,8 @@ from guardrag.graph.context import Services
 NO_CHECKPOINT: Durability | None = None
 #: Hears (node name, the node's state update) as each node of a run finishes.
 StepHandler = Callable[[str, dict[str, Any]], None]
+#: Hears (node name, model call id, text) for each piece of text a chat model streams in a node.
+TokenHandler = Callable[[str, str, str], None]
 log = logging.getLogger("guardrag")
 
 
@@ -104,16 +106,24 @@ class Guardrag:
         knobs: dict[str, Any] | None = None,
         thread_id: str | None = None,
         on_step: StepHandler | None = None,
+        on_token: TokenHandler | None = None,
     ) -> Result:
         """Run one question through the pipeline; never raises for a bad question.
 
         With a `thread_id`, the question continues that conversation: a follow-up is rewritten
         into a standalone question from the thread's recent turns (kept in SQLite). `on_step`
-        hears each node's update as the node finishes (the faces show progress with it).
+        hears each node's update as the node finishes (the faces show progress with it);
+        `on_token` (with `on_step`) hears the chat model's text as it is generated.
         """
         kb = validate_kb_name(kb or self.settings.default_kb)
         result, _ = self.run(
-            question, kb, row_id=row_id, knobs=knobs, thread_id=thread_id, on_step=on_step
+            question,
+            kb,
+            row_id=row_id,
+            knobs=knobs,
+            thread_id=thread_id,
+            on_step=on_step,
+            on_token=on_token,
         )
         metrics.observe(result)
         if self.audit:
@@ -136,6 +146,7 @@ class Guardrag:
         knobs: dict[str, Any] | None = None,
         thread_id: str | None = None,
         on_step: StepHandler | None = None,
+        on_token: TokenHandler | None = None,
     ) -> tuple[Result, dict[str, Any]]:
         """The result and the graph's final state, recorded nowhere (evaluation uses this).
 
@@ -157,7 +168,7 @@ class Guardrag:
             turn = self.threads.turn(thread_id)  # one turn of a thread at a time, any replica
         with turn:
             state = self._invoke(
-                graph, {"question": question, "kb": kb}, config, durability, on_step
+                graph, {"question": question, "kb": kb}, config, durability, on_step, on_token
             )
         ms = (time.perf_counter() - start) * 1000
         return to_result(state, question, request_id, row_id, ms, thread_id=thread_id), state
@@ -169,24 +180,33 @@ class Guardrag:
         config: Any,
         durability: Durability | None,
         on_step: StepHandler | None,
+        on_token: TokenHandler | None = None,
     ) -> dict[str, Any]:
         """The graph's final state; with `on_step`, read from LangGraph's stream so that each
-        node's update is handed on the moment the node finishes."""
+        node's update is handed on the moment the node finishes (and, with `on_token`, the
+        chat model's text as it is generated: LangGraph's "messages" mode)."""
         if on_step is None:
             state: dict[str, Any] = graph.invoke(
                 inputs, config, context=self.services, durability=durability
             )
             return state
         state = {}
+        modes: list[Any] = ["updates", "values", *(["messages"] if on_token else [])]
         for mode, chunk in graph.stream(
-            inputs,
-            config,
-            context=self.services,
-            durability=durability,
-            stream_mode=["updates", "values"],
+            inputs, config, context=self.services, durability=durability, stream_mode=modes
         ):
             if mode == "values":
                 state = chunk
+                continue
+            if mode == "messages":
+                message, meta = chunk
+                text = message.content if isinstance(message.content, str) else ""
+                if on_token is not None and text:
+                    node = str(meta.get("langgraph_node", ""))
+                    try:
+                        on_token(node, str(message.id or ""), text)
+                    except Exception:  # a listener's failure must not fail the question
+                        log.exception("token listener failed at %s", node)
                 continue
             for node, update in chunk.items():
                 try:

@@ -21,6 +21,7 @@ from guardrag.faces.api.bodies import NOT_FOUND, AskRequest, ErrorBody, KBName
 from guardrag.faces.api.middleware import request_id
 from guardrag.faces.api.stream import SSEResponse, pump, sse
 from guardrag.faces.asking import Asked, Progress, ask_with_progress, ensure_audited
+from guardrag.faces.sentences import Sentence
 from guardrag.faces.service import Guardrag
 from guardrag.faces.views import KBSummary, RecentResults, answer_chunks, kb_summaries
 
@@ -29,16 +30,22 @@ log = logging.getLogger("guardrag.api")
 # OpenAPI 3.2's itemSchema for an event stream, as FastAPI writes it for its own SSE routes.
 SSE_DOC: dict[str, Any] = {
     "description": '`progress` events (data `{"node", "verdict", "stage", "label"}`) as the '
-    'pipeline runs, then `token` events (data `{"text": ...}`) of the checked answer, then '
-    "one `final` event (the result); an `error` event instead when the request fails after "
-    "the stream began.",
+    'pipeline runs; while the model writes, `sentence` events (data `{"index", "text"}`), each '
+    "a sentence of the draft that passed the grounding and output checks on its own (the draft's "
+    "citation numbers; the `final` result decides: it may renumber, leave a remark out or "
+    'refuse the draft as a whole); then `token` events (data `{"text": ...}`) of the checked '
+    "answer, then one `final` event (the result); an `error` event instead when the request "
+    "fails after the stream began.",
     "content": {
         "text/event-stream": {
             "itemSchema": {
                 "type": "object",
                 "required": ["event", "data"],
                 "properties": {
-                    "event": {"type": "string", "enum": ["progress", "token", "final", "error"]},
+                    "event": {
+                        "type": "string",
+                        "enum": ["progress", "sentence", "token", "final", "error"],
+                    },
                     "data": {"type": "string", "contentMediaType": "application/json"},
                     "id": {"type": "string"},
                 },
@@ -127,18 +134,24 @@ def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
     )
     async def ask_stream(body: AskRequest, request: Request) -> SSEResponse:
         """`progress` events while the pipeline runs (guards passed, searching, drafting,
-        verifying), then the checked answer as `token` events and one `final` event with the
-        full result object. Nothing unchecked is ever sent: the text comes after every guard."""
+        verifying), `sentence` events as each sentence of a generated draft passes grounding
+        and the output checks, then the checked answer as `token` events and one `final`
+        event with the full result object. Nothing unchecked is ever sent."""
         kb, thread = admit(bot, caller_of(request), body.kb, body.thread_id)
         rid = request_id(request.scope)
 
         def work(emit: Any) -> Asked:
-            return ask_with_progress(bot, body.question, kb, thread_id=thread, on_progress=emit)
+            return ask_with_progress(
+                bot, body.question, kb, thread_id=thread, on_progress=emit, on_sentence=emit
+            )
 
         async def events() -> AsyncIterator[bytes]:
             async for item in pump(work):
                 if isinstance(item, Progress):
                     yield sse("progress", item.model_dump_json())
+                    continue
+                if isinstance(item, Sentence):
+                    yield sse("sentence", item.model_dump_json())
                     continue
                 if isinstance(item, BaseException):
                     log.error("stream failed (request %s)", rid, exc_info=item)

@@ -34,6 +34,7 @@ from guardrag.faces.api.bodies import NOT_FOUND
 from guardrag.faces.api.middleware import request_id
 from guardrag.faces.api.stream import SSEResponse, pump
 from guardrag.faces.asking import Asked, Progress, ask_with_progress
+from guardrag.faces.sentences import Sentence
 from guardrag.faces.service import Guardrag
 from guardrag.faces.views import RecentResults, answer_chunks, citation_lines, kb_summaries
 
@@ -257,6 +258,8 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
         async for item in pump(lambda emit: run(kb, question, thread, emit)):
             if isinstance(item, Progress):
                 yield f": {item.stage} {item.label}\n\n".encode()
+                continue
+            if isinstance(item, Sentence):  # not asked for: content must equal the final answer
                 continue
             if isinstance(item, BaseException):
                 rid = request_id(request.scope)

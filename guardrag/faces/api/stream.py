@@ -1,8 +1,9 @@
 """Running a question in a worker thread while its progress streams to the client.
 
-The pipeline is synchronous; its nodes report progress (`views.ask_with_progress`) from the
-worker thread, and `pump` hands each report to the event loop the moment it is made, so a
-client sees the first stage within milliseconds instead of the whole answer at the end.
+The pipeline is synchronous; its nodes report progress and verified draft sentences
+(`asking.ask_with_progress`) from the worker thread, and `pump` hands each report to the event
+loop the moment it is made, so a client sees the first stage within milliseconds and the first
+verified sentence while the model is still writing, instead of the whole answer at the end.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from fastapi.sse import format_sse_event
 from starlette.responses import StreamingResponse
 
 from guardrag.faces.asking import Asked, Progress
+from guardrag.faces.sentences import Sentence
 
 log = logging.getLogger("guardrag.api")
 
-#: Runs the question, calling the given function with each Progress; returns the finished turn.
-Work = Callable[[Callable[[Progress], None]], Asked]
+#: A report made while the question runs.
+Report = Progress | Sentence
+#: Runs the question, calling the given function with each report; returns the finished turn.
+Work = Callable[[Callable[[Report], None]], Asked]
 
 
 class SSEResponse(StreamingResponse):
@@ -32,8 +36,8 @@ def sse(event: str, data: str, event_id: str | None = None) -> bytes:
     return format_sse_event(data_str=data, event=event, id=event_id)
 
 
-async def pump(work: Work) -> AsyncIterator[Progress | Asked | BaseException]:
-    """Each Progress as it happens, then the Asked result (or the exception `work` raised).
+async def pump(work: Work) -> AsyncIterator[Report | Asked | BaseException]:
+    """Each report as it happens, then the Asked result (or the exception `work` raised).
 
     A client that goes away stops the stream, not the question: it finishes in its thread
     and is audited like any other.
@@ -56,5 +60,5 @@ async def pump(work: Work) -> AsyncIterator[Progress | Asked | BaseException]:
     while True:
         item = await items.get()
         yield item
-        if not isinstance(item, Progress):
+        if not isinstance(item, Progress | Sentence):
             return

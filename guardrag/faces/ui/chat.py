@@ -1,6 +1,8 @@
 """The chat tab: one conversation thread per browser session; progress while the pipeline
-runs, with a Stop button; answers with their sources in plain words; "Did you mean ..." after
-a not-found refusal; the Why? panel (codes, scores, trail) for operators only.
+runs, with a Stop button; a generated answer's sentences as each passes the grounding and
+output checks, while the model still writes; answers with their sources in plain words; "Did
+you mean ..." after a not-found refusal; the Why? panel (codes, scores, trail) for operators
+only.
 
 Operators are the signed-in session, or everyone when no admin token is configured (the
 trusted demo): a customer never receives a reason code, a score or the trail, not even in a
@@ -22,6 +24,7 @@ import gradio as gr
 from guardrag.contract import Result
 from guardrag.core.audit import AuditUnavailable
 from guardrag.faces.asking import Asked, Progress, ask_with_progress, ensure_audited
+from guardrag.faces.sentences import Sentence
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.common import (
@@ -62,14 +65,20 @@ def _say(history: list[Message], content: str, **extra: Any) -> list[Message]:
 
 def _run(
     bot: Guardrag, question: str, kb: str | None, thread_id: str | None
-) -> Iterator[Progress | Asked | Exception]:
-    """Progress as the pipeline reports it, then the audited result (or what went wrong)."""
-    events: queue.Queue[Progress | Asked | Exception] = queue.Queue()
+) -> Iterator[Progress | Sentence | Asked | Exception]:
+    """Progress and verified sentences as the pipeline reports them, then the audited result
+    (or what went wrong)."""
+    events: queue.Queue[Progress | Sentence | Asked | Exception] = queue.Queue()
 
     def work() -> None:
         try:
             asked = ask_with_progress(
-                bot, question, kb or None, thread_id=thread_id, on_progress=events.put
+                bot,
+                question,
+                kb or None,
+                thread_id=thread_id,
+                on_progress=events.put,
+                on_sentence=events.put,
             )
             ensure_audited(bot, asked.result)
             events.put(asked)
@@ -80,8 +89,14 @@ def _run(
     while True:
         item = events.get()
         yield item
-        if not isinstance(item, Progress):
+        if not isinstance(item, Progress | Sentence):
             return
+
+
+def _waiting(sentences: list[str], label: str) -> str:
+    """The verified sentences so far, with the stage the question is at below them."""
+    shown = escape_text(" ".join(sentences))
+    return f"{shown}\n\n*{label}*" if shown else f"*{label}*"
 
 
 def chat_turn(
@@ -96,9 +111,10 @@ def chat_turn(
     thread_id: str | None = None,
     operator: bool = True,
 ) -> Iterator[ChatUpdate]:
-    """One chat turn as a stream of updates: the stage the pipeline is at, then the checked
-    answer in pieces, then the final message with its sources (and "did you mean" entries
-    after a not-found refusal). Never raises. `operator` adds the Why? panel's data."""
+    """One chat turn as a stream of updates: the stage the pipeline is at (below a generated
+    answer's sentences as each is verified), then the checked answer in pieces (unless its
+    sentences already showed), then the final message with its sources (and "did you mean"
+    entries after a not-found refusal). Never raises. `operator` adds the Why? panel's data."""
     history, ids = list(history or []), dict(ids or {})
     if not question or not question.strip():
         yield history, "", "", [], ids, ""
@@ -106,9 +122,15 @@ def chat_turn(
     history += [{"role": "user", "content": escape_text(question)}]
     history += [{"role": "assistant", "content": THINKING}]
     yield history, "", "", [], ids, ""
+    sentences: list[str] = []
+    label = ""
     for item in _run(bot, question, kb, thread_id):
-        if isinstance(item, Progress):
-            yield _say(history, f"*{item.label}*"), "", "", [], ids, ""
+        if isinstance(item, Progress | Sentence):
+            if isinstance(item, Progress):
+                label = item.label
+            else:
+                sentences.append(item.text)
+            yield _say(history, _waiting(sentences, label)), "", "", [], ids, ""
             continue
         if isinstance(item, Exception):
             failed = AUDIT_FAILED if isinstance(item, AuditUnavailable) else ERROR_MESSAGE
@@ -123,7 +145,8 @@ def chat_turn(
         shown = badge_html(result)
         rows, why = (trail_rows(result), why_markdown(result)) if operator else ([], "")
         max_bytes = bot.settings.ingest_max_field_bytes
-        if len(answer_text(result).encode("utf-8", "surrogatepass")) <= max_bytes:
+        fits = len(answer_text(result).encode("utf-8", "surrogatepass")) <= max_bytes
+        if fits and not sentences:
             text = ""
             for piece in answer_chunks(answer_text(result)):
                 text += piece

@@ -1,0 +1,135 @@
+"""Verified sentences while the model is still writing: each finished sentence of the draft is
+shown once it passes, on its own, the checks the whole answer will pass later.
+
+A sentence is released when the next one has begun (so a trailing citation stays with it),
+and only if it carries no "not in the sources" marker, no echo, leak or unknown citation
+(`check_draft`), is supported by the passages (`check_grounding`, the ground node's evidence)
+and passes the output guard and the passage scan (`moderate_output`'s checks). The first
+sentence that fails stops the release: what follows waits for the final result, so the
+released text is always a verified prefix of the draft. A second model call (the generate
+node's retry) stops it too. The final result stays authoritative: `ground` may still renumber
+citations, leave a remark out, or refuse the draft as a whole, and the faces then show that.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from guardrag.config.prompts import LEAKABLE, NO_ANSWER
+from guardrag.config.run_config import RunConfig
+from guardrag.core.grounding import Passage, check_grounding, split_sentences
+from guardrag.core.grounding.drafts import check_draft
+from guardrag.core.guards.passages import scan_passage
+from guardrag.graph.context import Services
+from guardrag.nodes.generate import passage_text
+
+log = logging.getLogger("guardrag.faces")
+
+#: The node whose model text is the answer's draft.
+DRAFTING_NODE = "generate"
+
+
+class Sentence(BaseModel):
+    """A sentence of the draft that passed the grounding and output checks on its own."""
+
+    index: int
+    text: str
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for line in text.splitlines() for s in split_sentences(line) if s.strip()]
+
+
+class SentenceGate:
+    """Hears the chat model's text (`feed`) and the pipeline's updates (`step`); calls
+    `on_sentence` with each draft sentence that passes its checks, in order."""
+
+    def __init__(
+        self,
+        services: Services,
+        question: str,
+        on_sentence: Callable[[Sentence], None],
+        knobs: dict[str, Any] | None = None,
+    ) -> None:
+        self.services = services
+        self.question = question
+        self.on_sentence = on_sentence
+        self.min_similarity = RunConfig.checked(knobs).grounding_min_similarity
+        self.passages: list[Any] = []
+        self.draft = ""
+        self.released: list[Sentence] = []
+        self._call: str | None = None
+        self._checked = 0
+        self._stopped = False
+
+    def step(self, node: str, update: dict[str, Any]) -> None:
+        """Keeps what the draft is judged against: the question as the pipeline rewrote it,
+        and the passages the model is given."""
+        if isinstance(update.get("question"), str):
+            self.question = update["question"]
+        if update.get("passages"):
+            self.passages = list(update["passages"])
+        if node == DRAFTING_NODE:
+            self._stopped = True  # the draft is done: the final result carries the rest
+
+    def feed(self, node: str, call_id: str, text: str) -> None:
+        """One piece of model text; releases the sentences it completes."""
+        if node != DRAFTING_NODE or self._stopped:
+            return
+        if self._call is not None and call_id != self._call:
+            self._stopped = True  # a retry: its draft is judged whole, at the end
+            return
+        self._call = call_id
+        self.draft += text
+        done = _sentences(self.draft)[:-1]  # the last one may still be growing
+        while not self._stopped and self._checked < len(done):
+            sentence = done[self._checked]
+            self._checked += 1
+            if not self._verified(sentence):
+                self._stopped = True
+                break
+            released = Sentence(index=len(self.released), text=sentence)
+            self.released.append(released)
+            self.on_sentence(released)
+
+    def _verified(self, sentence: str) -> bool:
+        if NO_ANSWER in self.draft or not self.passages:
+            return False
+        texts = [passage_text(p) for p in self.passages]
+        try:
+            draft = check_draft(sentence, texts, self.question, LEAKABLE)
+            if draft.problems or draft.removed:
+                return False
+            report = check_grounding(
+                sentence, self._given(), self.services.embedder, min_similarity=self.min_similarity
+            )
+            if not report.supported:
+                return False
+            finding = self.services.output_guard.check(sentence, self._sources(), list(LEAKABLE))
+            return finding is None and scan_passage(sentence) is None
+        except Exception:  # a check that cannot run verifies nothing; the final result decides
+            log.exception("checking a draft sentence failed")
+            return False
+
+    def _given(self) -> Sequence[Passage]:
+        """The passages as `ground` numbers them (built the same way there)."""
+        return [
+            Passage(
+                number=n,
+                source_id=str(p.payload.get("source_id", p.id)),
+                text=f"{p.payload.get('title', '')}. {p.payload.get('text', '')}",
+            )
+            for n, p in enumerate(self.passages, start=1)
+        ]
+
+    def _sources(self) -> list[str]:
+        """The passages as `moderate_output` reads them, URLs included (the same there)."""
+        return [
+            f"{p.payload.get('title', '')}\n{p.payload.get('text', '')}\n"
+            f"{p.payload.get('url') or ''}"
+            for p in self.passages
+        ]
