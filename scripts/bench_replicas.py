@@ -9,6 +9,8 @@
 2. A rate-limit decision: `acquire()` of the per-process limiter and of the Redis one.
 3. A conversation turn's bookkeeping on each thread store: the turn lock and the pruning of
    older checkpoints (`ThreadStore.turn` around nothing), SQLite and Postgres.
+4. A Redis outage: what rate-limit decisions cost while Redis hangs (SIGSTOP) and once it is
+   dead (SIGKILL): one timeout, then per-process limits for the cooldown.
 
 Throwaway Postgres and Redis servers come from tests/servers.py (Debian's packages).
 """
@@ -96,6 +98,25 @@ def limiter(redis_url: str, calls: int) -> None:
     shared.close()
 
 
+def outage(redis: TempRedis, calls: int = 100) -> None:
+    """What `calls` decisions cost while Redis hangs (SIGSTOP), then once it is dead."""
+    for name, fail in (("hung (SIGSTOP)", redis.freeze), ("dead (SIGKILL)", redis.kill)):
+        shared = SharedRateLimiter(redis.url, 1e9, 10**9)
+        shared.acquire("warm")  # connected while Redis answers
+        fail()
+        began = time.perf_counter()
+        for n in range(calls):
+            shared.acquire(f"10.0.1.{n % 50}")
+        spent = 1000 * (time.perf_counter() - began)
+        if fail == redis.freeze:
+            redis.thaw()
+        shared.close()
+        print(
+            f"{calls} decisions while Redis is {name}: {spent:.0f} ms in all "
+            f"({shared.errors} Redis error, then per-process limits for the 5 s cooldown)"
+        )
+
+
 def turns(urls: dict[str, str], calls: int) -> None:
     for name, url in urls.items():
         store = open_thread_store(url)
@@ -128,6 +149,7 @@ def main() -> int:
                 {"SQLite": str(Path(tmp) / "threads.sqlite"), "Postgres": postgres.url()},
                 args.calls // 4,
             )
+            outage(redis)  # last: it kills this Redis
     finally:
         postgres.stop()
         redis.stop()

@@ -11,7 +11,8 @@ quickly, so the numbers are those of the guards, retrieval, rerank and audit). W
 deployment of docs/DEPLOY.md: each replica serves its own copy of the KB published once
 (GUARDRAG_EDGE_SOURCE_DIR), audit and conversations in one Postgres, rate limits in one Redis
 (throwaway servers from Debian's packages unless --audit-url / --redis-url name yours).
---kill-after S sends SIGKILL to the first replica S seconds in.
+--kill-after S sends SIGKILL to the first replica S seconds into the load. Starting and
+stopping the servers is scripts/_replicas.py.
 
 Each client is one thread with its own connection and its own address (X-Forwarded-For from
 loopback, which uvicorn trusts by default), so the per-client rate limiter sees N clients.
@@ -32,30 +33,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
 
+# Its sibling _replicas also when loaded by path rather than run (tests/test_load.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _replicas import FAQ, cpu_seconds, deploy
+
 from guardrag.core.audit import open_audit_store
 from guardrag.core.audit.record import now_iso
 
-REPO = Path(__file__).resolve().parents[1]
-FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"
-KB = "kinetic"
 OK_STATUSES = {200, 429}
-SERVE = [sys.executable, "-m", "guardrag", "serve"]
 
 #: Refused questions: off-topic, unanswerable in domain, attacks, personal data.
 REFUSED = [
@@ -116,6 +115,9 @@ class LoadReport:
     admitted: dict[int, int] = field(default_factory=dict)  # 200s per client
     unanswered: dict[str, int] = field(default_factory=dict)  # sent, no answer, per target
     refused_connections: dict[str, int] = field(default_factory=dict)  # never sent, per target
+    #: 429s from a target that had admitted none of that client's requests: only a limit
+    #: shared between the targets can refuse a client a replica has not seen yet.
+    refused_unseen: int = 0
 
     def lines(self) -> list[str]:
         lines = [
@@ -128,6 +130,10 @@ class LoadReport:
         ]
         if len(self.by_target) > 1:
             lines += [f"  {t}: {dict(sorted(s.items()))}" for t, s in self.by_target.items()]
+            lines.append(
+                f"429s from a replica that had not yet admitted that client: "
+                f"{self.refused_unseen} (a shared limit)"
+            )
         if self.unanswered or self.refused_connections:
             lines.append(
                 f"transport: sent but unanswered {self.unanswered}, "
@@ -166,15 +172,18 @@ def run_load(
     calls: list[Call] = []
     errors: list[str] = []
     refused: Counter[str] = Counter()
+    refused_unseen = 0
     lock = threading.Lock()
     start = time.monotonic()
     deadline = start + duration_s
 
     def client(number: int) -> None:
+        nonlocal refused_unseen
         headers = {"X-Forwarded-For": client_address(number)}
         if api_key:
             headers["X-API-Key"] = api_key
         alive = list(targets)
+        admitted_by: set[str] = set()
         sent = turn = 0
         with ExitStack() as stack:
             http = {
@@ -205,10 +214,15 @@ def run_load(
                     response.status_code, (time.perf_counter() - began) * 1000, number, target
                 )
                 if response.status_code == 200:
+                    admitted_by.add(target)
                     body = response.json()
                     call.request_id, call.outcome = body["request_id"], body["outcome"]
                     call.reason = (body.get("refusal") or {}).get("reason")
-                elif response.status_code != 429:
+                elif response.status_code == 429:
+                    if target not in admitted_by:
+                        with lock:
+                            refused_unseen += 1
+                else:
                     with lock:
                         errors.append(f"HTTP {response.status_code}: {response.text[:200]}")
                 with lock:
@@ -246,6 +260,7 @@ def run_load(
         admitted=dict(Counter(c.client for c in calls if c.status == 200)),
         unanswered=dict(Counter(c.target for c in calls if c.status == 0)),
         refused_connections=dict(refused),
+        refused_unseen=refused_unseen,
     )
 
 
@@ -312,200 +327,6 @@ def check_audit(
     )
 
 
-# --- starting servers -------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float = 180.0) -> None:
-    """Poll /ready until it answers 200; raise if the server exits or takes too long."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"guardrag serve exited with {process.returncode}")
-        try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    raise RuntimeError(f"guardrag serve not ready after {timeout_s:.0f} s")
-
-
-def ingest(env: dict[str, str], faq: Path = FAQ) -> None:
-    """`guardrag ingest` of an FAQ file as the sample KB, with these settings."""
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "guardrag",
-            "ingest",
-            str(faq),
-            "--kb",
-            KB,
-            "--description",
-            "Kinetic Wallet",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-
-
-def start_server(
-    env: dict[str, str], log: Path, args: Sequence[str] = ()
-) -> tuple[str, subprocess.Popen[bytes]]:
-    """`guardrag serve` on a free loopback port; not waited for (see wait_ready)."""
-    port = _free_port()
-    # The server's log goes to a file: a pipe nobody reads would fill up and stall it.
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*SERVE, "--host", "127.0.0.1", "--port", str(port), *args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return f"http://127.0.0.1:{port}", process
-
-
-def serve_sample(data_dir: Path, env: dict[str, str]) -> tuple[str, subprocess.Popen[bytes]]:
-    """Ingest the sample KB into data_dir and start `guardrag serve` there."""
-    ingest(env)
-    url, process = start_server(env, data_dir / "serve.log")
-    wait_ready(url, process)
-    return url, process
-
-
-def base_env(**settings: str) -> dict[str, str]:
-    """The environment of a server under load: no LLM, sample KB by default."""
-    env = {
-        **os.environ,
-        "GUARDRAG_DEFAULT_KB": KB,
-        "GUARDRAG_LLM_LOCAL": "false",
-        "GUARDRAG_LLM_BASE_URL": "",
-        "GUARDRAG_AUDIT_URL": "",
-        "PYTHONPATH": str(REPO),
-    }
-    env.update({f"GUARDRAG_{k.upper()}": v for k, v in settings.items()})
-    return env
-
-
-@dataclass
-class Replica:
-    url: str
-    process: subprocess.Popen[bytes]
-    data_dir: Path
-
-
-def start_replicas(
-    root: Path,
-    count: int,
-    audit_url: str,
-    redis_url: str,
-    args: Sequence[str] = ("--no-ui",),
-    **settings: str,
-) -> list[Replica]:
-    """`count` replicas under root (`guardrag serve` + `args`, API only by default): each its
-    own data dir and copy of the KBs published in root/published, one audit and conversation
-    store, one Redis. Waits until all are ready."""
-    replicas = []
-    for n in range(count):
-        data_dir = root / f"replica-{n}"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        env = base_env(
-            data_dir=str(data_dir),
-            edge_source_dir=str(root / "published"),
-            audit_url=audit_url,
-            redis_url=redis_url,
-            **settings,
-        )
-        url, process = start_server(env, data_dir / "serve.log", args)
-        replicas.append(Replica(url, process, data_dir))
-    try:
-        for replica in replicas:
-            wait_ready(replica.url, replica.process)
-    except BaseException:
-        stop(replicas)
-        raise
-    return replicas
-
-
-def stop(replicas: Sequence[Replica], timeout_s: float = 60.0) -> None:
-    """SIGINT each (a clean stop drains the audit queue), then wait; SIGKILL laggards."""
-    for replica in replicas:
-        if replica.process.poll() is None:
-            replica.process.send_signal(signal.SIGINT)
-    for replica in replicas:
-        try:
-            replica.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            replica.process.kill()
-            replica.process.wait()
-
-
-@dataclass
-class Backends:
-    audit_url: str
-    redis_url: str
-    pids: list[int]  # the throwaway servers' processes (their CPU time is reported)
-
-
-@contextmanager
-def services(audit_url: str | None, redis_url: str | None) -> Iterator[Backends]:
-    """The given Postgres and Redis URLs, or throwaway servers (tests/servers.py)."""
-    if audit_url and redis_url:
-        yield Backends(audit_url, redis_url, [])
-        return
-    sys.path.insert(0, str(REPO))
-    from tests.servers import TempPostgres, TempRedis, postgres_bindir, redis_binary
-
-    bindir, binary = postgres_bindir(), redis_binary()
-    if (not audit_url and bindir is None) or (not redis_url and binary is None):
-        raise SystemExit("PostgreSQL or redis-server not found: run `make services`")
-    postgres = TempPostgres(bindir).start() if not audit_url and bindir else None
-    redis = TempRedis(binary).start() if not redis_url and binary else None
-    pids = [int((postgres.data / "postmaster.pid").read_text().split()[0])] if postgres else []
-    pids += [redis.process.pid] if redis and redis.process else []
-    try:
-        yield Backends(
-            audit_url or (postgres.url() if postgres else ""),
-            redis_url or (redis.url if redis else ""),
-            pids,
-        )
-    finally:
-        if postgres:
-            postgres.stop()
-        if redis:
-            redis.stop()
-
-
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU time of these processes and all their descendants, now (Linux)."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        pid = int(stat.parent.name)
-        parents[pid] = int(fields[1])
-        times[pid] = (int(fields[11]) + int(fields[12])) / tick
-    wanted, total = set(pids), 0.0
-    for pid in sorted(times):
-        chain, seen = pid, 0
-        while chain and chain not in wanted and seen < 64:
-            chain, seen = parents.get(chain, 0), seen + 1
-        if chain in wanted:
-            total += times[pid]
-    return total
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -538,42 +359,25 @@ def main() -> int:
         "rate_limit_burst": str(args.burst),
     }
 
-    with tempfile.TemporaryDirectory(dir="/tmp") as tmp, ExitStack() as outer:
-        stack = outer.enter_context(ExitStack())  # the servers under load, stopped first
-        replicas: list[Replica] = []
-        urls: list[str] = [args.url] if args.url else []
-        audit_url = args.audit_url
-        backends = Backends("", "", [])
-        if args.replicas:
-            backends = outer.enter_context(services(args.audit_url, args.redis_url))
-            audit_url = backends.audit_url
-            ingest(base_env(data_dir=str(Path(tmp) / "published")))
-            replicas = start_replicas(
-                Path(tmp), args.replicas, audit_url, backends.redis_url, **limits
-            )
-            stack.callback(stop, replicas)
-            urls = [r.url for r in replicas]
-        elif not urls:
-            url, process = serve_sample(Path(tmp), base_env(data_dir=tmp, **limits))
-            replicas = [Replica(url, process, Path(tmp))]
-            stack.callback(stop, replicas)
-            urls, audit_url = [url], str(Path(tmp) / "audit.sqlite3")
-        killed: list[str] = []
-        if args.kill_after is not None and replicas:
-
-            def kill() -> None:
-                replicas[0].process.send_signal(signal.SIGKILL)
-                killed.append(replicas[0].url)
-
-            timer = threading.Timer(args.kill_after, kill)
-            timer.start()
-            stack.callback(timer.cancel)
-        warm_up(urls, questions, args.warmup)
+    with (
+        tempfile.TemporaryDirectory(dir="/tmp") as tmp,
+        deploy(
+            Path(tmp),
+            url=args.url,
+            audit_url=args.audit_url,
+            redis_url=args.redis_url,
+            replicas=args.replicas,
+            **limits,
+        ) as deployment,
+    ):
+        warm_up(deployment.urls, questions, args.warmup)
+        if args.kill_after is not None and deployment.replicas:
+            deployment.kill_first_after(args.kill_after)  # counted from the load's start
         started = now_iso()
-        servers = [r.process.pid for r in replicas]
-        cpu_before = cpu_seconds(servers), cpu_seconds(backends.pids), time.process_time()
+        watched = deployment.server_pids, deployment.backend_pids
+        cpu_before = cpu_seconds(watched[0]), cpu_seconds(watched[1]), time.process_time()
         report = run_load(
-            urls,
+            deployment.urls,
             questions,
             clients=args.clients,
             duration_s=args.duration,
@@ -581,17 +385,19 @@ def main() -> int:
             api_key=args.api_key,
         )
         cpu = (
-            cpu_seconds(servers) - cpu_before[0],
-            cpu_seconds(backends.pids) - cpu_before[1],
+            cpu_seconds(watched[0]) - cpu_before[0],
+            cpu_seconds(watched[1]) - cpu_before[1],
             time.process_time() - cpu_before[2],
         )
-        stack.close()  # a clean stop drains the audit queues
-        if not replicas:
-            time.sleep(2)  # the running server's audit writer batches; give it a moment
+        deployment.stop()  # a clean stop drains the audit queues
+        if not deployment.replicas:
+            time.sleep(2)  # a running server's audit writer batches; give it a moment
         unanswered = sum(report.unanswered.values())
+        audit_url = deployment.audit_url
         audit = (
             check_audit(audit_url, report.request_ids, started, unanswered) if audit_url else None
         )
+        replicas, killed, urls = deployment.replicas, deployment.killed, deployment.urls
 
     for line in report.lines():
         print(line)
