@@ -55,9 +55,10 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-# The suite runs the real local model on a few cases: it must be there, not skipped.
+# The suite runs the real local model on a few cases and the Postgres and Redis tests: they
+# must be there, not skipped.
 pytest: install browser services llm
-	GUARDRAG_REQUIRE_LOCAL_LLM=1 $(VENV)/bin/pytest
+	GUARDRAG_REQUIRE_LOCAL_LLM=1 GUARDRAG_REQUIRE_SERVICES=1 $(VENV)/bin/pytest
 
 test: lint typecheck pytest
 

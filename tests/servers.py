@@ -2,8 +2,10 @@
 
 Loaded by tests/conftest.py (`pytest_plugins`). Each server starts once per session on a
 private socket directory (Postgres) or a free loopback port (Redis) and is stopped at the end.
-When the binaries are missing a test that needs them is skipped, unless `CI` is set: then it
-fails, so a missing install step can never pass as a green run.
+When the binaries are missing a test that needs them is skipped, unless the servers are
+required: `GUARDRAG_REQUIRE_SERVICES=1` (set by `make test`, which installs them first) or a
+`CI` variable (any value but empty, 0 or false). Then it fails, so a missing install step can
+never pass as a green run.
 
 As root (CI containers), Postgres refuses to run; the server then runs as the unprivileged
 `postgres` OS user (from postgresql-common; `nobody` otherwise) through subprocess's
@@ -30,10 +32,17 @@ from urllib.parse import quote
 import pytest
 
 
+def required() -> bool:
+    """Must the servers be there (`make test`, CI) rather than their tests skipped?"""
+    ci = os.environ.get("CI", "").strip().lower()
+    return os.environ.get("GUARDRAG_REQUIRE_SERVICES") == "1" or ci not in ("", "0", "false")
+
+
 def missing(what: str) -> NoReturn:
-    """Skip for want of a server binary, or fail under CI (`make services` installs them)."""
+    """Skip for want of a server binary, or fail when they are required (`make services`
+    installs them)."""
     message = f"{what} not found: run `make services` (Debian's postgresql and redis-server)"
-    if os.environ.get("CI"):
+    if required():
         pytest.fail(message)
     pytest.skip(message)
 
