@@ -7,6 +7,7 @@ import fcntl
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,6 +143,25 @@ def test_a_shard_held_open_elsewhere_is_not_copied_until_it_is_free(
         held.close()
     assert store.sync() == [KB]
     assert snapshot(store) == "s2"
+
+
+def test_the_publisher_waits_out_a_copy_in_progress(tmp_path: Path) -> None:
+    """Ingest reads the shard it just published (calibration) while replicas may be copying
+    it under a shared lock on its WAL: opening it waits for the copy instead of reporting the
+    KB locked by another process (seen with `serve --workers 2` and a re-ingest)."""
+    published = tmp_path / "published"
+    EdgeStore(published).publish(KB, make_points(FAQ), info("s1"))  # closed: nothing open
+    [shard] = [p for p in (published / "kbs" / KB / SHARDS).iterdir() if p.is_dir()]
+    fd = follow._shared_flock(shard / "wal")  # what a follower holds while it copies
+    assert fd is not None
+    threading.Timer(0.5, os.close, (fd,)).start()
+    store = EdgeStore(published)
+    try:
+        began = time.monotonic()
+        assert top(store, "pw") == "pw"
+        assert time.monotonic() - began >= 0.4  # it did wait for the lock
+    finally:
+        store.close()
 
 
 def test_copies_of_processes_that_are_gone_are_removed(

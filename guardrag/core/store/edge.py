@@ -51,6 +51,10 @@ PUBLISH_LOCK = ".publish.lock"
 PUBLISH_LOCK_WAIT_S = 2.0
 _TRASH = ".trash-"
 _OPEN_ATTEMPTS = 3
+#: How long opening a shard waits out another process's lock on its WAL before the KB is
+#: reported locked: a replica copying a just-published shard (store/follow.py) holds a shared
+#: lock for the length of the copy, which may fall on the publisher's own calibration reads.
+OPEN_LOCK_WAIT_S = 5.0
 
 
 class _Handle:
@@ -409,7 +413,8 @@ class EdgeStore:
     def _acquire(self, kb: str) -> tuple[_Handle, int]:
         """The live shard of kb, with a reference the caller must _release, and its dim."""
         with self._lock:
-            for attempt in range(_OPEN_ATTEMPTS):
+            attempt, locked_until = 0, time.monotonic() + OPEN_LOCK_WAIT_S
+            while True:
                 state = self._refresh(kb)
                 if state is None:
                     raise IndexUnavailable(
@@ -422,14 +427,17 @@ class EdgeStore:
                     except Exception as exc:
                         # A publish may have replaced (and deleted) the shard we were about to open.
                         latest = self._refresh(kb)
-                        if attempt + 1 < _OPEN_ATTEMPTS and (
+                        attempt += 1
+                        if attempt < _OPEN_ATTEMPTS and (
                             latest is None or latest.shard_dir != state.shard_dir
                         ):
+                            continue
+                        if _is_locked(exc) and time.monotonic() < locked_until:
+                            time.sleep(0.05)
                             continue
                         raise _open_error(kb, state.shard_dir, exc) from exc
                 _REGISTRY.share(state.handle)
                 return state.handle, state.info.dim
-        raise AssertionError("unreachable")
 
     def _release(self, kb: str, handle: _Handle) -> None:
         if _REGISTRY.release(handle):
@@ -477,9 +485,15 @@ class EdgeStore:
                 log.debug("could not remove old shard %s: %s", entry, exc)
 
 
+def _is_locked(exc: Exception) -> bool:
+    """The engine's open failed on another process's lock on the shard's WAL."""
+    detail = str(exc)
+    return "WouldBlock" in detail or "temporarily unavailable" in detail
+
+
 def _open_error(kb: str, shard_dir: Path, exc: Exception) -> IndexUnavailable:
     detail = str(exc)
-    if "WouldBlock" in detail or "temporarily unavailable" in detail:
+    if _is_locked(exc):
         return IndexUnavailable(
             f"knowledge base {kb!r} is locked by another guardrag process (shard {shard_dir}); "
             "stop that process, or use a Qdrant server via GUARDRAG_QDRANT_URL to share the index"
