@@ -88,6 +88,24 @@ def test_messages_say_what_is_wrong() -> None:
     assert body_problem(b'{"question": "fine \\u00e9 \\ud83d\\ude42"}') is None  # a real pair
 
 
+def test_422_bodies_never_echo_the_input(audited: Guardrag) -> None:
+    """Pydantic's own 422 carries the offending value (`input`); ours says where and why only."""
+    secret = "4111 1111 1111 1111 my card"
+    bodies = [
+        {"question": [secret]},
+        {"question": "x", "thread_id": {"v": secret}},
+        {"question": "x", "knobs": secret},
+        {"model": KB, "messages": [{"role": "user", "content": {"v": secret}}]},
+    ]
+    with TestClient(create_app(audited, with_ui=False)) as client:
+        for body in bodies:
+            path = "/v1/chat/completions" if "model" in body else "/v1/ask"
+            response = client.post(path, json=body)
+            assert response.status_code == 422, (body, response.text)
+            assert secret not in response.text and '"input"' not in response.text, response.text
+            assert all(p["loc"] and p["msg"] for p in response.json()["detail"])
+
+
 def test_an_answer_waits_for_its_audit_record(audited: Guardrag) -> None:
     """The response leaves only once the record is in the store (or the spool)."""
     assert audited.audit is not None

@@ -1,19 +1,15 @@
 """The OpenAI-compatible face, driven by the official `openai` Python client against a running
-`guardrag serve` (a real subprocess on 127.0.0.1, embedded Qdrant Edge, scoped keys), with the
-generated case answered by an OpenAI-compatible stub model (tests/openai_stub.py)."""
+`guardrag serve` (a real subprocess on 127.0.0.1, embedded Qdrant Edge, scoped keys): scripted
+cases answered by an OpenAI-compatible stub model (tests/openai_stub.py), and a generated
+answer from the real bundled model (tests/real_model.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -25,7 +21,8 @@ from guardrag.core.store.edge import EdgeStore
 from guardrag.faces.service import Guardrag, build_services
 from tests.conftest import KB, SAMPLE_FAQ
 from tests.openai_stub import OpenAIStub
-from tests.test_api import ATTACK, TOP_UP, free_port
+from tests.real_model import HANDBOOK_KB, TWO_PART, serve, serve_real_model
+from tests.test_api import ATTACK, TOP_UP
 
 pytestmark = pytest.mark.slow
 
@@ -106,42 +103,17 @@ def served(
 ) -> Iterator[str]:
     """`guardrag serve` in a subprocess; yields its /v1 base URL once /ready says so (after
     `grounded_reply` has probed the KB: the embedded index admits one process at a time)."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")}
-    env.update(
-        GUARDRAG_DATA_DIR=str(data_dir),
-        GUARDRAG_DEFAULT_KB=KB,
-        GUARDRAG_API_KEYS=f"{KINETIC_KEY}={KB};{PAYROLL_KEY}={PAYROLL}",
-        GUARDRAG_LLM_BASE_URL=stub[1],
-        GUARDRAG_LLM_MODEL="stub",
-        GUARDRAG_LLM_LOCAL="false",
-        GUARDRAG_RATE_LIMIT_BURST="1000",
-    )
-    server = subprocess.Popen(
-        [sys.executable, "-m", "guardrag", "serve", "--port", str(port), "--no-ui"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"guardrag serve exited: {server.stdout.read()[-2000:]}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{base}/ready", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("guardrag serve did not get ready")
-            time.sleep(0.5)
+    env = {
+        "GUARDRAG_DATA_DIR": str(data_dir),
+        "GUARDRAG_DEFAULT_KB": KB,
+        "GUARDRAG_API_KEYS": f"{KINETIC_KEY}={KB};{PAYROLL_KEY}={PAYROLL}",
+        "GUARDRAG_LLM_BASE_URL": stub[1],
+        "GUARDRAG_LLM_MODEL": "stub",
+        "GUARDRAG_LLM_LOCAL": "false",
+        "GUARDRAG_RATE_LIMIT_BURST": "1000",
+    }
+    with serve(env, "--no-ui") as base:
         yield f"{base}/v1"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def client(base: str, key: str = KINETIC_KEY) -> openai.OpenAI:
@@ -252,3 +224,41 @@ def test_a_key_of_another_kb_gets_nothing_from_this_one(served: str) -> None:
         client(served).chat.completions.create(model="ghost", messages=[user(TOP_UP)])
     own = payroll.chat.completions.create(model=PAYROLL, messages=[user("When is salary paid?")])
     assert "25th" in (own.choices[0].message.content or "")
+
+
+REAL_KEY = "handbook-client-0003"
+
+
+@pytest.fixture(scope="module")
+def served_real(embedder: OnnxEmbedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`guardrag serve` with the real local model, a key scoped to the handbook KB and one to
+    a KB that does not hold it."""
+    keys = {"GUARDRAG_API_KEYS": f"{REAL_KEY}={HANDBOOK_KB};{PAYROLL_KEY}={PAYROLL}"}
+    with serve_real_model(embedder, tmp_path_factory.mktemp("real"), keys, "--no-ui") as base:
+        yield f"{base}/v1"
+
+
+def test_a_generated_answer_from_the_real_model(served_real: str) -> None:
+    """The bundled model drafts from the handbook; every claim is checked before it is sent,
+    plainly and as a stream; another KB's key gets nothing from this KB."""
+    real = openai.OpenAI(base_url=served_real, api_key=REAL_KEY, max_retries=0, timeout=240)
+    completion = real.chat.completions.create(model=HANDBOOK_KB, messages=[user(TWO_PART)])
+    result = guardrag_of(completion)
+    assert result["route"] == "generated", result["trail"]
+    content = completion.choices[0].message.content or ""
+    assert "18 days" in content and "\n\nSources:\n[1] " in content, content
+    generate = next(d for d in result["trail"] if d["node"] == "generate")
+    assert generate["detail"]["completion_tokens"] > 0, generate
+    assert completion.usage is not None and completion.usage.completion_tokens > 0
+    assert next(d for d in result["trail"] if d["node"] == "ground")["verdict"] == "pass"
+    chunks = list(
+        real.chat.completions.create(model=HANDBOOK_KB, messages=[user(TWO_PART)], stream=True)
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    last = next(c for c in reversed(chunks) if c.choices)
+    assert guardrag_of(last)["route"] == "generated", guardrag_of(last)["trail"]
+    assert "18 days" in streamed
+    assert streamed.startswith(guardrag_of(last)["answer"])  # the checked answer, then sources
+    other = openai.OpenAI(base_url=served_real, api_key=PAYROLL_KEY, max_retries=0, timeout=60)
+    with pytest.raises(openai.PermissionDeniedError):
+        other.chat.completions.create(model=HANDBOOK_KB, messages=[user(TWO_PART)])
