@@ -91,7 +91,7 @@ def test_messages_say_what_is_wrong() -> None:
 def test_422_bodies_never_echo_the_input(audited: Guardrag) -> None:
     """Pydantic's own 422 carries the offending value (`input`); ours says where and why only."""
     secret = "4111 1111 1111 1111 my card"
-    bodies = [
+    bodies: list[dict[str, Any]] = [
         {"question": [secret]},
         {"question": "x", "thread_id": {"v": secret}},
         {"question": "x", "knobs": secret},
