@@ -24,6 +24,12 @@ Question: {question}"""
 
 NO_ANSWER = "NOT_IN_SOURCES"
 
+#: The question as `generate` asks it once `rephrase` has said it in plain words: misspelt or
+#: Malay questions are answered from the same passages far more often with the plain wording
+#: beside them (the customer's own words stay first: the answer is to them).
+QUESTION_REPHRASED = """{question}
+(In plain words: {rephrased})"""
+
 #: The one correction `generate` sends when a draft fails its hygiene check (guardrag.core.grounding.drafts).
 RETRY_USER = """Your reply {problems}. Answer the question again in your own words, citing \
 passages [1] to [{count}] inline. If no passage answers it, reply exactly: {no_answer}"""
@@ -65,6 +71,7 @@ PROMPT_VERSION = hashlib.sha256(
             ANSWER_SYSTEM,
             ANSWER_USER,
             NO_ANSWER,
+            QUESTION_REPHRASED,
             PASSAGE_BLOCK,
             RETRY_USER,
             REWRITE_SYSTEM,

@@ -54,7 +54,12 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     info = services.store.kb_info(state["kb"])
     kb_title = info.description if info and info.description else state["kb"]
     passages = state["passages"]
-    messages = build_messages(state["question"], passages, kb_title)
+    question = state["question"]
+    if state.get("rephrased"):
+        question = prompts.QUESTION_REPHRASED.format(
+            question=question, rephrased=state["rephrased"]
+        )
+    messages = build_messages(question, passages, kb_title)
     model = services.chat_model.bind(max_tokens=knobs(config).max_answer_tokens)
     usage = Usage()
     retried: tuple[str, ...] = ()

@@ -283,7 +283,9 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         run.min_evidence_coverage,
         **evidence_detail,
     )
-    return {"candidates": ranked, "passages": passages, "trail": [decision]}
+    # generate shows the plain wording beside the customer's only where both found the same entry
+    plain = state.get("rephrased", "") if same_top else ""
+    return {"candidates": ranked, "passages": passages, "rephrased": plain, "trail": [decision]}
 
 
 def _scores(ranked: list[Candidate]) -> list[tuple[str, float]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from guardrag.config import prompts
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.calibration import Calibration, perturbations
@@ -176,7 +177,25 @@ def test_faq_generation_always_writes_from_the_first_ranking(
     second = [d for d in result.trail if d.node == "rerank"][-1]
     assert second.verdict == "pass", result.trail
     assert "top up" in chat.prompt_text().lower()  # the passages of the customer's own question
+    assert "close my account" not in chat.prompt_text()  # a disagreeing rewrite is not shown
     assert result.refusal and result.refusal.reason.value == "no_relevant_docs"
+
+
+def test_generation_sees_an_agreeing_rewrite_beside_the_customers_words(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    """A misspelt or Malay question is answered far more often with its plain wording beside
+    it (the rewrite ranked the same entry first, too unsure to answer it verbatim)."""
+    chat.rephrasings = ["Is there a fee to top up my Kinetic Wallet?"]
+    chat.replies = ["NOT_IN_SOURCES"]
+    bot.ask(UNSURE, knobs={"rephrase_margin": 1.0})  # agreement never clear enough: generated
+    [messages] = chat.calls
+    asked = str(messages[-1].content)
+    assert asked.endswith(
+        prompts.QUESTION_REPHRASED.format(
+            question=UNSURE, rephrased="Is there a fee to top up my Kinetic Wallet?"
+        )
+    )
 
 
 def test_faq_generation_never_refuses_an_unsure_entry(
