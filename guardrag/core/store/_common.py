@@ -146,19 +146,30 @@ def hits(
     With `sparse_scores` (a hybrid query) the engine score is the RRF score; without, it is the
     title cosine. Cosines to both stored vectors are computed here, so every Hit has them.
     """
+    # lazy: numpy costs `guardrag kbs` a tenth of a second; only a search needs it
+    import numpy as np
+
+    # In numpy: the pure-Python cosines of 8 hits x 2 vectors were 60% of a search's CPU time.
+    query = np.asarray(query_unit, dtype=np.float64)
+
+    def cosine_to(vector: object) -> float | None:
+        if not isinstance(vector, list) or not vector:
+            return None
+        row = np.asarray(vector, dtype=np.float64)
+        norm = math.sqrt(float(row @ row))
+        return float(row @ query) / norm if norm else 0.0
+
     found = []
     for pid, payload, score, vectors in rows:
-        content = dense_vector(vectors, CONTENT)
+        named = vectors if isinstance(vectors, dict) else {}
         found.append(
             Hit(
                 id=pid,
                 payload=payload,
                 fused=score,
-                dense=cosine(query_unit, dense_vector(vectors))
-                if sparse_scores is not None
-                else score,
+                dense=(cosine_to(named.get(DENSE)) or 0.0) if sparse_scores is not None else score,
                 sparse=(sparse_scores or {}).get(pid),
-                content=cosine(query_unit, content) if content else None,
+                content=cosine_to(named.get(CONTENT)),
             )
         )
     return found
