@@ -27,6 +27,15 @@ QUESTION = "How long do FPX top-ups take to show up, and is there a fee for them
         ("Passages [1] and [2] say fees apply", "Fees apply [1] [2]"),
         ("Firms must warn clearly. [1]", "Firms must warn clearly [1]."),
         ("Firms must warn. [1]\nIt is 1.5%. [2] [3]", "Firms must warn [1].\nIt is 1.5% [2] [3]."),
+        (
+            "Tap Forgot password [1]. If you need further assistance, please refer to Passage [2].",
+            "Tap Forgot password [1].",
+        ),
+        ("Top-ups are free [1]. For more information, see passage [3].", "Top-ups are free [1]."),
+        (
+            "Top-ups are free; see passage [1] for the fees.",  # a fact beside it: kept for ground
+            "Top-ups are free; see passage [1] for the fees.",
+        ),
     ],
 )
 def test_tidy_removes_only_sentences_about_the_sources(draft: str, kept: str) -> None:

@@ -33,6 +33,17 @@ _CITATION_POINTER = re.compile(
     r"(?:in|by)\s+(?:both|all|the|and|\[\d+\]|,|\s)*[.!]?$",
     re.IGNORECASE,
 )
+#: "If you need further assistance, please refer to Passage [2].": a referral to the passages,
+#: which the customer never sees; dropped when nothing but help-desk words is left beside it.
+_REFERRAL = re.compile(
+    r"\b(?:refer(?:ring)?\s+to|see|check|consult|read)\s+(?:the\s+)?"
+    r"(?:passages?|sources?|documents?)\b(?:\s*\[\d+\])*",
+    re.IGNORECASE,
+)
+_HELP_WORDS = content_words(
+    "if you need want require further more additional assistance help support details detail "
+    "information questions please kindly for any"
+)
 _QUALIFIER = re.compile(
     r"^\W*(?:however|but|only|although|though|note)\b"
     r"|\b(?:not|no|never|cannot|can't|won't|don't|doesn't|isn't|aren't|without|except|unless)\b",
@@ -68,6 +79,8 @@ def is_source_talk(sentence: str) -> bool:
     if _ANSWER_WORD.match(sentence):
         return False  # "Yes [1]." carries the answer
     if _SOURCE_TALK.match(sentence) or _CITATION_POINTER.match(sentence):
+        return True
+    if _REFERRAL.search(sentence) and content_words(_REFERRAL.sub(" ", sentence)) <= _HELP_WORDS:
         return True
     bare = CITATION_RE.sub(" ", sentence)  # a citation with no words and no figures beside it
     return bare != sentence and not content_words(bare) and not re.search(r"\d", bare)
