@@ -21,6 +21,7 @@ every one of them is CPU-bound, so run it on a quiet machine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -30,7 +31,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -74,7 +75,14 @@ class Runtime:
     start_s: float
     stop: Callable[[], None]
     bot: Guardrag | None = None
-    latencies: list[float] = field(default_factory=list)
+    threads: int = 1
+    latencies: list[float] = field(default_factory=list)  # the whole question
+    generate_ms: list[float] = field(default_factory=list)  # the generate node, where it ran
+    rephrase_ms: list[float] = field(default_factory=list)  # the rephrase node, where it ran
+    # The same three from CPU time: what they would take with the cores to themselves.
+    cpu_latencies: list[float] = field(default_factory=list)
+    cpu_generate_ms: list[float] = field(default_factory=list)
+    cpu_rephrase_ms: list[float] = field(default_factory=list)
     good: int = 0
     unanswerable_refused: int = 0
     refused: Counter[str] = field(default_factory=Counter)
@@ -91,8 +99,20 @@ class Report:
     refused: dict[str, int]
     p50_ms: float
     p95_ms: float
+    generated: int
+    generate_p50_ms: float
+    generate_p95_ms: float
+    rephrased: int
+    rephrase_p50_ms: float
+    cpu_p50_ms: float
+    cpu_p95_ms: float
+    cpu_generate_p50_ms: float
+    cpu_generate_p95_ms: float
+    cpu_rephrase_p50_ms: float
     prompt_tok_s: float
     gen_tok_s: float
+    cpu_prompt_tok_s: float
+    cpu_gen_tok_s: float
     peak_rss_mb: float
     anon_rss_mb: float
     start_s: float
@@ -115,6 +135,7 @@ def start_xllamacpp(settings: Settings) -> Runtime:
         state.pid,
         time.perf_counter() - started,
         local.stop_all,
+        threads=settings.llm_threads or os.cpu_count() or 1,
     )
 
 
@@ -152,7 +173,13 @@ def start_llama_cpp_python(python: str, settings: Settings, log: Path) -> Runtim
         proc.wait(20)
 
     return Runtime(
-        "llama-cpp-python", base_url, "none", proc.pid, time.perf_counter() - started, stop
+        "llama-cpp-python",
+        base_url,
+        "none",
+        proc.pid,
+        time.perf_counter() - started,
+        stop,
+        threads=int(threads),
     )
 
 
@@ -174,19 +201,29 @@ def complete(runtime: Runtime, model: str, prompt: str, max_tokens: int) -> tupl
     return time.perf_counter() - start, usage
 
 
-def throughput(runtime: Runtime, model: str, repeat: int = 3) -> tuple[float, float]:
+def throughput(runtime: Runtime, model: str, repeat: int = 3) -> list[tuple[float, float]]:
     """Median (prompt tokens/s, generation tokens/s) over `repeat` pairs of requests, each
-    prompt starting with words of its own so no prompt cache helps."""
+    prompt starting with words of its own so no prompt cache helps: on the wall clock, then
+    from the server's CPU time spread over its threads (the cores to itself)."""
     filler = " ".join(f"Clause {i}: transfers above RM{i * 10} need a PIN." for i in range(60))
-    prompt_rates, gen_rates = [], []
+    rates: list[tuple[list[float], list[float]]] = [([], []), ([], [])]
+
+    def timed(prompt: str, max_tokens: int) -> tuple[tuple[float, float], dict]:
+        cpu0 = cpu_s(runtime.pid)
+        wall, usage = complete(runtime, model, prompt, max_tokens)
+        return (wall, (cpu_s(runtime.pid) - cpu0) / runtime.threads), usage
+
     for _ in range(repeat):
-        seconds, usage = complete(runtime, model, f"Run {uuid.uuid4()}. {filler}\nSay OK.", 1)
-        prompt_rates.append(usage["prompt_tokens"] / seconds)
+        prompt_s, usage = timed(f"Run {uuid.uuid4()}. {filler}\nSay OK.", 1)
+        prompt_rates = [usage["prompt_tokens"] / seconds for seconds in prompt_s]
         story = f"Run {uuid.uuid4()}. Write a long story about a wallet app, 300 words."
-        seconds, usage = complete(runtime, model, story, 160)
-        gen_s = seconds - usage["prompt_tokens"] / prompt_rates[-1]
-        gen_rates.append(usage["completion_tokens"] / gen_s)
-    return statistics.median(prompt_rates), statistics.median(gen_rates)
+        story_s, usage = timed(story, 160)
+        for (prompt_list, gen_list), rate, seconds in zip(
+            rates, prompt_rates, story_s, strict=True
+        ):
+            prompt_list.append(rate)
+            gen_list.append(usage["completion_tokens"] / (seconds - usage["prompt_tokens"] / rate))
+    return [(statistics.median(p), statistics.median(g)) for p, g in rates]
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -212,10 +249,50 @@ def generation_cases(bot: Guardrag, cases: list[Case]) -> list[Case]:
     ]
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
 def ask(runtime: Runtime, case: Case, number: int, total: int) -> None:
+    """One golden question through the pipeline, timed two ways.
+
+    Wall time is what the customer waited on this machine, shared with whatever else runs.
+    The CPU estimate is what the question would take with the cores to itself: the server's
+    CPU time spread over its threads, plus the pipeline's own CPU time counted as serial. It
+    is measured per node (the CPU used between one node finishing and the next), so the
+    `generate` step is told apart from the `rephrase` call before it.
+    """
     assert runtime.bot is not None
-    result = runtime.bot.ask(case.question, KB, row_id=case.id)
+    marks = [("start", cpu_s(runtime.pid), own_cpu_s())]
+
+    def mark(node: str, _update: dict[str, Any]) -> None:
+        marks.append((node, cpu_s(runtime.pid), own_cpu_s()))
+
+    result = runtime.bot.ask(case.question, KB, row_id=case.id, on_step=mark)
+    mark("end", {})
+    cpu_ms: defaultdict[str, float] = defaultdict(float)
+    for (_, server0, own0), (node, server1, own1) in itertools.pairwise(marks):
+        cpu_ms[node] += ((server1 - server0) / runtime.threads + own1 - own0) * 1000
     runtime.latencies.append(result.latency_ms)
+    runtime.cpu_latencies.append(sum(cpu_ms.values()))
+    # The question's time includes a `rephrase` call to the same model on unsure questions;
+    # the generation step's own time is the node's (its retry included).
+    spent: dict[str, float] = {}
+    for node, walls, cpus in (
+        ("generate", runtime.generate_ms, runtime.cpu_generate_ms),
+        ("rephrase", runtime.rephrase_ms, runtime.cpu_rephrase_ms),
+    ):
+        steps = [step.ms for step in result.trail if step.node == node]
+        if steps:
+            walls.append(spent.setdefault(node, sum(steps)))
+            cpus.append(cpu_ms[node])
     ok, why = judge(case, result)
     runtime.good += ok and case.expect == "answer"
     runtime.unanswerable_refused += ok and case.expect == "refuse"
@@ -225,14 +302,17 @@ def ask(runtime: Runtime, case: Case, number: int, total: int) -> None:
     load = os.getloadavg()[0]
     tokens = f"{result.usage.prompt_tokens:>5}+{result.usage.completion_tokens:<4}"
     print(
-        f"  [{number}/{total}] {runtime.name:<16} {result.latency_ms:7.0f} ms {tokens} tok "
+        f"  [{number}/{total}] {runtime.name:<16} wall {result.latency_ms:6.0f} ms "
+        f"(generate {spent.get('generate', 0):5.0f}, rephrase {spent.get('rephrase', 0):5.0f}) "
+        f"cpu-est {runtime.cpu_latencies[-1]:5.0f} ms (generate {cpu_ms['generate']:5.0f}, "
+        f"rephrase {cpu_ms['rephrase']:5.0f}) {tokens} tok "
         f"load {load:4.1f} {'ok ' if ok else 'BAD'} {case.id} {shown}",
         flush=True,
     )
 
 
 def report(runtime: Runtime, cases: list[Case], model: str) -> Report:
-    prompt_rate, gen_rate = throughput(runtime, model)
+    (prompt_rate, gen_rate), (cpu_prompt_rate, cpu_gen_rate) = throughput(runtime, model)
     peak, anon = memory_mb(runtime.pid)
     return Report(
         runtime=runtime.name,
@@ -244,8 +324,20 @@ def report(runtime: Runtime, cases: list[Case], model: str) -> Report:
         refused=dict(runtime.refused),
         p50_ms=statistics.median(runtime.latencies),
         p95_ms=percentile(runtime.latencies, 0.95),
+        generated=len(runtime.generate_ms),
+        generate_p50_ms=statistics.median(runtime.generate_ms or [0.0]),
+        generate_p95_ms=percentile(runtime.generate_ms, 0.95),
+        rephrased=len(runtime.rephrase_ms),
+        rephrase_p50_ms=statistics.median(runtime.rephrase_ms or [0.0]),
+        cpu_p50_ms=statistics.median(runtime.cpu_latencies),
+        cpu_p95_ms=percentile(runtime.cpu_latencies, 0.95),
+        cpu_generate_p50_ms=statistics.median(runtime.cpu_generate_ms or [0.0]),
+        cpu_generate_p95_ms=percentile(runtime.cpu_generate_ms, 0.95),
+        cpu_rephrase_p50_ms=statistics.median(runtime.cpu_rephrase_ms or [0.0]),
         prompt_tok_s=prompt_rate,
         gen_tok_s=gen_rate,
+        cpu_prompt_tok_s=cpu_prompt_rate,
+        cpu_gen_tok_s=cpu_gen_rate,
         peak_rss_mb=peak,
         anon_rss_mb=anon,
         start_s=runtime.start_s,
@@ -340,22 +432,40 @@ def main() -> int:
     )
     print(
         f"{'runtime':<17} {'gold-cited':>12} {'refused ok':>10} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'generate n/p50/p95 ms':>22} {'rephrase n/p50':>15} "
         f"{'prompt t/s':>10} {'gen t/s':>8} {'peak RSS':>9} {'anon RSS':>9} {'start s':>7}"
     )
     for r in reports:
         print(
             f"{r.runtime:<17} {r.answered_with_gold:>4}/{r.answerable:<3} {r.quality:>4.0%} "
             f"{r.unanswerable_refused:>5}/{r.unanswerable:<4} {r.p50_ms:>8.0f} {r.p95_ms:>8.0f} "
+            f"{r.generated:>6} {r.generate_p50_ms:>7.0f} {r.generate_p95_ms:>7.0f} "
+            f"{r.rephrased:>6} {r.rephrase_p50_ms:>8.0f} "
             f"{r.prompt_tok_s:>10.1f} {r.gen_tok_s:>8.1f} {r.peak_rss_mb:>6.0f} MB "
             f"{r.anon_rss_mb:>6.0f} MB {r.start_s:>7.1f}  {r.refused}"
         )
+    print("\nfrom CPU time (the cores to itself):")
+    for r in reports:
+        print(
+            f"{r.runtime:<17} p50 {r.cpu_p50_ms:>6.0f} p95 {r.cpu_p95_ms:>6.0f} ms; "
+            f"generate p50 {r.cpu_generate_p50_ms:>6.0f} p95 {r.cpu_generate_p95_ms:>6.0f} ms; "
+            f"rephrase p50 {r.cpu_rephrase_p50_ms:>6.0f} ms; prompt "
+            f"{r.cpu_prompt_tok_s:.1f} t/s, generation {r.cpu_gen_tok_s:.1f} t/s"
+        )
     best = pick_default(reports)
-    within = best.p50_ms <= P50_BUDGET_MS and best.p95_ms <= P95_BUDGET_MS
-    print(
-        f"\ndefault by the numbers: {best.runtime} (fastest within 5 points of the best "
-        f"quality); its p50/p95 are {'within' if within else 'over'} the "
-        f"{P50_BUDGET_MS / 1000:.0f} s / {P95_BUDGET_MS / 1000:.0f} s budget"
-    )
+    for what, p50, p95 in (
+        ("whole questions, wall", best.p50_ms, best.p95_ms),
+        ("the generate step, wall", best.generate_p50_ms, best.generate_p95_ms),
+        ("whole questions, from CPU time", best.cpu_p50_ms, best.cpu_p95_ms),
+        ("the generate step, from CPU time", best.cpu_generate_p50_ms, best.cpu_generate_p95_ms),
+    ):
+        within = p50 <= P50_BUDGET_MS and p95 <= P95_BUDGET_MS
+        print(
+            f"{best.runtime}, {what}: p50/p95 {p50 / 1000:.1f} s / {p95 / 1000:.1f} s, "
+            f"{'within' if within else 'over'} the {P50_BUDGET_MS / 1000:.0f} s / "
+            f"{P95_BUDGET_MS / 1000:.0f} s budget"
+        )
+    print(f"\ndefault by the numbers: {best.runtime} (fastest within 5 points of the best quality)")
     if args.json:
         payload = {"loads": loads, "reports": [asdict(r) for r in reports]}
         args.json.write_text(json.dumps(payload, indent=1))
