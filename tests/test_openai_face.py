@@ -6,10 +6,12 @@ answer from the real bundled model (tests/real_model.py)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -22,7 +24,7 @@ from guardrag.faces.service import Guardrag, build_services
 from tests.conftest import KB, SAMPLE_FAQ
 from tests.openai_stub import OpenAIStub
 from tests.real_model import HANDBOOK_KB, TWO_PART, serve, serve_real_model
-from tests.test_api import ATTACK, TOP_UP
+from tests.test_api import ATTACK, TOP_UP, _events
 
 pytestmark = pytest.mark.slow
 
@@ -227,6 +229,7 @@ def test_a_key_of_another_kb_gets_nothing_from_this_one(served: str) -> None:
 
 
 REAL_KEY = "handbook-client-0003"
+CITATION = re.compile(r"\s*\[\d+\]")
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +265,25 @@ def test_a_generated_answer_from_the_real_model(served_real: str) -> None:
     other = openai.OpenAI(base_url=served_real, api_key=PAYROLL_KEY, max_retries=0, timeout=60)
     with pytest.raises(openai.PermissionDeniedError):
         other.chat.completions.create(model=HANDBOOK_KB, messages=[user(TWO_PART)])
+
+
+def test_ask_stream_sends_verified_sentences_from_the_real_model(served_real: str) -> None:
+    """/v1/ask/stream on the real model: sentences, each checked, before the draft is done."""
+    response = httpx.post(
+        f"{served_real}/ask/stream",
+        json={"question": TWO_PART, "kb": HANDBOOK_KB},
+        headers={"X-API-Key": REAL_KEY},
+        timeout=240,
+    )
+    assert response.status_code == 200
+    events = _events(response.text)
+    names = [e for e, _ in events]
+    drafted = next(
+        i for i, (e, d) in enumerate(events) if e == "progress" and d["node"] == "generate"
+    )
+    sentences = [(i, d["text"]) for i, (e, d) in enumerate(events) if e == "sentence"]
+    assert sentences and all(i < drafted for i, _ in sentences), names
+    final = events[-1][1]
+    assert names[-1] == "final" and final["route"] == "generated", final["trail"]
+    for _, text in sentences:  # each released sentence is in the answer, up to its citation
+        assert CITATION.sub("", text).strip().rstrip(".") in final["answer"], (text, final)
