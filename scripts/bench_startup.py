@@ -103,9 +103,9 @@ def child(tree: Path, name: str, extra: dict[str, str]) -> dict[str, float]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def synthetic_documents(folder: Path, sections: int = 400, seed: int = 5) -> list[Path]:
-    """Markdown files of `sections` sections, each several FAQ-sized paragraphs (~150-300
-    words: one to three chunks), under headings two levels deep."""
+def synthetic_documents(folder: Path, sections: int = 160, seed: int = 5) -> list[Path]:
+    """Markdown files of `sections` sections under headings two levels deep, each three
+    FAQ-sized paragraphs (~100-150 words: one or two chunks)."""
     rows = synthetic_faq(sections * 4, seed)
     files = []
     for number in range(8):
