@@ -162,3 +162,15 @@ def test_the_chat_shows_verified_sentences_above_the_stage(
     assert STAGE_LABELS["drafting"] in shown_while_held[0], shown_while_held
     assert second not in shown_while_held[0]  # the second sentence was not written yet
     assert STAGE_LABELS["drafting"] not in str(last[-1]["content"])
+
+
+def test_a_retried_draft_sends_nothing_of_either_attempt(
+    client: TestClient, model: StreamingChatModel, grounded: list[str]
+) -> None:
+    """A citation to a passage that was not given gets generate's one retry; the release stops
+    at that sentence and stays stopped for the second call, whose draft is judged whole."""
+    model.replies.append(" ".join([grounded[0].replace("[1]", "[9]"), *grounded]))
+    events = stream(client, model, " ".join(grounded))
+    assert [e for e, _ in events if e == "sentence"] == [], events
+    generate = next(d for d in events[-1][1]["trail"] if d["node"] == "generate")
+    assert generate["detail"]["retried_because"], generate
