@@ -74,3 +74,16 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
         check=False,
     )
     assert "guardrag.core.embedder" in json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_ask_without_a_model_imports_no_face_or_chat_client(tmp_path: Path) -> None:
+    """`ask` loads the pipeline (guards, embedder), never the web faces, nor the chat-model
+    client when no model is configured (the KB does not exist here: the question is refused
+    with index_unavailable after the pipeline has loaded)."""
+    question = ["ask", "How do I reset my PIN?", "--kb", "nowhere"]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GUARDRAG_LLM_LOCAL", "false")
+        env.delenv("GUARDRAG_LLM_BASE_URL", raising=False)
+        found = imported(question, tmp_path)
+    assert "guardrag.core.embedder" in found  # the pipeline did load
+    assert not {"gradio", "fastapi", "uvicorn", "langchain_openai"} & set(found)

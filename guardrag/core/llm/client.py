@@ -69,13 +69,13 @@ def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel 
     None makes `generate` refuse with llm_unavailable instead of guessing; the reason has
     been logged and `unavailable_reason` repeats it.
     """
-    from langchain_openai import (
-        ChatOpenAI,  # lazy: slow to import; commands without a model skip it
-    )
-
     target = endpoint(settings)
     if target is None:
         return None
+    from langchain_openai import (
+        ChatOpenAI,  # lazy: 0.7 s to import; commands and processes without a model skip it
+    )
+
     return ChatOpenAI(
         model=target.model,
         base_url=target.base_url,
