@@ -112,6 +112,7 @@ class LoadReport:
     errors: list[str] = field(default_factory=list)  # HTTP statuses other than 200 and 429
     request_ids: list[str] = field(default_factory=list)
     by_target: dict[str, dict[int, int]] = field(default_factory=dict)  # status counts
+    p95_by_target: dict[str, float] = field(default_factory=dict)  # of its 200s (ms)
     admitted: dict[int, int] = field(default_factory=dict)  # 200s per client
     unanswered: dict[str, int] = field(default_factory=dict)  # sent, no answer, per target
     refused_connections: dict[str, int] = field(default_factory=dict)  # never sent, per target
@@ -129,7 +130,10 @@ class LoadReport:
             f"outcomes: {self.outcomes}; refusal reasons: {dict(sorted(self.reasons.items()))}",
         ]
         if len(self.by_target) > 1:
-            lines += [f"  {t}: {dict(sorted(s.items()))}" for t, s in self.by_target.items()]
+            lines += [
+                f"  {t}: {dict(sorted(s.items()))}, p95 {self.p95_by_target.get(t, 0):.0f} ms"
+                for t, s in self.by_target.items()
+            ]
             lines.append(
                 f"429s from a replica that had not yet admitted that client: "
                 f"{self.refused_unseen} (a shared limit)"
@@ -257,6 +261,10 @@ def run_load(
         errors=errors,
         request_ids=[c.request_id for c in calls if c.request_id],
         by_target={t: dict(s) for t, s in by_target.items()},
+        p95_by_target={
+            t: _percentile(sorted(c.ms for c in calls if c.target == t and c.status == 200), 95)
+            for t in targets
+        },
         admitted=dict(Counter(c.client for c in calls if c.status == 200)),
         unanswered=dict(Counter(c.target for c in calls if c.status == 0)),
         refused_connections=dict(refused),
