@@ -191,6 +191,9 @@ def main() -> None:
     parser.add_argument("--heavy-rounds", type=int, default=1, help="rounds of the heavy ones")
     parser.add_argument("--faq-rounds", type=int, default=2, help="bench_faq --rounds")
     parser.add_argument("--baseline", type=Path, help="a copy of another revision to compare")
+    parser.add_argument(
+        "--tree", type=Path, help="the copy to measure as 'now' (default: this checkout)"
+    )
     parser.add_argument("--store-dir", type=Path, help="an Edge store made with --build-store")
     parser.add_argument("--build-store", type=Path, help="publish --store-points there, exit")
     parser.add_argument("--store-points", type=int, default=100_000)
@@ -206,7 +209,8 @@ def main() -> None:
         return
     if min(args.rounds, args.heavy_rounds, args.faq_rounds) < 1:
         parser.error("rounds must be positive")
-    trees = {"now": REPO, **({"before": args.baseline.resolve()} if args.baseline else {})}
+    now = (args.tree or REPO).resolve()
+    trees = {"now": now, **({"before": args.baseline.resolve()} if args.baseline else {})}
     wanted = set(args.only or [*MEASURES, *GROUPS])
     if "store" in wanted and not args.store_dir:
         print("store: skipped (give --store-dir, made with --build-store DIR)")
@@ -214,7 +218,7 @@ def main() -> None:
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average {load_average()}")
     results: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     with tempfile.TemporaryDirectory() as tmp:
-        runs = plan(Path(tmp), wanted, args)
+        runs = plan(Path(tmp), wanted, args, trees)
         for round_number in range(max(args.rounds, args.heavy_rounds)):
             for _name, heavy, run in runs:
                 if round_number >= (args.heavy_rounds if heavy else args.rounds):
@@ -228,14 +232,17 @@ def main() -> None:
 
 
 def plan(
-    tmp: Path, wanted: set[str], args: argparse.Namespace
+    tmp: Path, wanted: set[str], args: argparse.Namespace, trees: dict[str, Path]
 ) -> list[tuple[str, bool, Callable[[Path], dict[str, float]]]]:
     """(name, heavy, run(tree) -> {measure: value}) for each wanted measure, in table order."""
     data = {label: tmp / label for label in ("now", "before")}
     no_llm = {"GUARDRAG_LLM_LOCAL": "false", "GUARDRAG_LOG_JSON": "false"}
 
     def env(tree: Path) -> dict[str, str]:
-        return {**no_llm, "GUARDRAG_DATA_DIR": str(data["now" if tree == REPO else "before"])}
+        return {
+            **no_llm,
+            "GUARDRAG_DATA_DIR": str(data["now" if tree == trees["now"] else "before"]),
+        }
 
     def whole(name: str, command: list[str]) -> Callable[[Path], dict[str, float]]:
         def run(tree: Path) -> dict[str, float]:
@@ -253,10 +260,10 @@ def plan(
     runs: list[tuple[str, bool, Callable[[Path], dict[str, float]]]] = []
     for tree_data in data.values():  # ask and kbs need the sample KB, ingested once per tree
         tree_data.mkdir()
-    for label, tree in (("now", REPO), ("before", args.baseline)):
-        if tree is not None and ({"ask", "kbs"} & wanted):
+    for label, tree in trees.items():
+        if {"ask", "kbs"} & wanted:
             command_seconds(
-                Path(tree).resolve(),
+                tree,
                 ["ingest", str(SAMPLE_FAQ), "--kb", KB],
                 {**no_llm, "GUARDRAG_DATA_DIR": str(data[label])},
             )
