@@ -37,7 +37,7 @@ from guardrag.core.rerank import (
     lexical_coverage,
     semantic_similarity,
 )
-from guardrag.core.text import normalise
+from guardrag.core.text import asks_for_definition, normalise, opens_as_definition
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import (
     NodeRuntime,
@@ -144,8 +144,10 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "lead": round(agreed.lead, 4),
             "margin": run.rephrase_margin,
         }
-        if agreed.agreed:
-            entry = next(c for c in first if str(c.payload.get("source_id", c.id)) == agreed.entry)
+        entry = next(
+            (c for c in first if str(c.payload.get("source_id", c.id)) == agreed.entry), None
+        )
+        if agreed.agreed and entry is not None and _fits(state["question"], entry):
             why = f"{name}: {agreed.why}"
             return _verbatim(replace(entry, score=agreed.score), ranked, why, threshold, detail)
         # the customer's own wording decides from here on
@@ -196,7 +198,10 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             **detail,
         )
     lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
-    if best.is_faq and best.score >= threshold and lead >= run.faq_margin and not several:
+    confident = best.is_faq and best.score >= threshold and lead >= run.faq_margin
+    if confident and not several and not _fits(question, best):
+        detail["definition"] = "a question asking what something is; the entry answers another kind"
+    elif confident and not several:
         return _verbatim(
             best,
             ranked,
@@ -220,6 +225,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             margin=run.faq_margin,
             threshold_from=source,
             top=top,
+            **detail,
         )
         return {"candidates": ranked, "first_ranking": ranked, "trail": [decision]}
     passages = _passages(ranked, run)
@@ -286,6 +292,15 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     # generate shows the plain wording beside the customer's only where both found the same entry
     plain = state.get("rephrased", "") if same_top else ""
     return {"candidates": ranked, "passages": passages, "rephrased": plain, "trail": [decision]}
+
+
+def _fits(question: str, entry: Candidate) -> bool:
+    """Whether an entry's own answer can answer the question verbatim: "What is fraud?" asks for
+    a definition, which "How do I report a scam or fraud?" does not give however close it ranks
+    (such a question goes on as unsure: asked again, or written from the passages)."""
+    return not asks_for_definition(question) or opens_as_definition(
+        str(entry.payload.get("question") or entry.payload.get("title") or "")
+    )
 
 
 def _scores(ranked: list[Candidate]) -> list[tuple[str, float]]:

@@ -17,6 +17,7 @@ from guardrag.core.kb.ingest import ingest
 from guardrag.core.rerank import agreement
 from guardrag.core.store import VectorStore
 from guardrag.core.store.edge import EdgeStore
+from guardrag.core.text import asks_for_definition
 from guardrag.faces.service import Guardrag
 from tests.conftest import KB, SAMPLE_FAQ
 from tests.fakes import ScriptedChatModel
@@ -314,3 +315,32 @@ def test_near_exact_matching_does_not_swallow_a_second_question(bot: Guardrag) -
     assert result.route != "exact_match", result.trail
     assert "kw-top-up-002" in {c.source_id for c in result.citations}
     assert result.uncovered == ["How do I top up?"]  # not confidently: said, not guessed
+
+
+@pytest.mark.parametrize("question", ["What is fraud?", "What is identity theft?"])
+def test_a_definition_is_not_answered_with_an_entry_of_another_kind(
+    bot: Guardrag, chat: ScriptedChatModel, question: str
+) -> None:
+    """'What is fraud?' ranks 'How do I report a scam or fraud?' first with a clear lead; its
+    answer is no definition, so it is not given verbatim: the question goes on as unsure."""
+    chat.replies = ["NOT_IN_SOURCES"]
+    result = bot.ask(question)
+    assert result.outcome == "refused", result.trail
+    rerank = next(d for d in result.trail if d.node == "rerank")
+    assert rerank.verdict == "miss" and "definition" in rerank.detail, rerank
+
+
+@pytest.mark.parametrize(
+    ("question", "definitional"),
+    [
+        ("What is fraud?", True),
+        ("What is a coronavirus?", True),
+        ("Who is Goofy?", True),
+        ("What is the fee for cash top-ups?", False),
+        ("What is the daily limit?", False),
+        ("what is apn for nimbus", False),
+        ("How do I report fraud?", False),
+    ],
+)
+def test_definition_questions_are_told_apart(question: str, definitional: bool) -> None:
+    assert asks_for_definition(question) is definitional

@@ -201,6 +201,32 @@ def wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
+#: "What is fraud?", "What are e-wallets?", "Who is Goofy?": a request for a definition of a
+#: short subject and nothing more ("What is the APN?", "What is the fee for ..." ask a value).
+_DEFINITION = re.compile(
+    r"^\s*(?:what|who)(?:'s|\s+(?:is|are))\s+(?:an?\s+)?"
+    r"(?P<subject>[\w-]+(?:\s+[\w-]+){0,2})\s*\??\s*$",
+    re.IGNORECASE,
+)
+_NOT_A_SUBJECT = wordset(
+    """fee fees limit limits cost price charge minimum maximum the my your our for of on in to
+    with at from by"""
+)
+_WHAT_IS = re.compile(r"^\s*(?:what|who)(?:'s|\s+(?:is|are)\b)", re.IGNORECASE)
+
+
+def opens_as_definition(text: str) -> bool:
+    """Whether `text` opens like a definition ("What is Near Me on TNG eWallet?"): an FAQ entry
+    asked that way can answer what something is."""
+    return _WHAT_IS.match(text) is not None
+
+
+def asks_for_definition(text: str) -> bool:
+    """Whether `text` only asks what something is ("What is identity theft?")."""
+    match = _DEFINITION.match(text)
+    return match is not None and not set(words(match["subject"])) & _NOT_A_SUBJECT
+
+
 #: Where a message asks a second question: "..., and can I ...", "... and what is ...",
 #: "...? Also, how ...". The second part must open like a question of its own.
 _SECOND_QUESTION = re.compile(
