@@ -30,6 +30,7 @@ from guardrag.core.grounding import (
 )
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
+from guardrag.core.rerank import answers_in_kind
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import NodeRuntime, decide, faq_threshold, knobs, refuse_with
 
@@ -102,7 +103,12 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             "trail": [decision],
         }
     threshold, _ = faq_threshold(run, runtime, state["kb"])
-    fallback = _fallback(report, state.get("candidates", []), passages, run, threshold)
+    ranked = state.get("candidates", [])
+    fallback = (
+        _fallback(report, ranked, passages, run, threshold)
+        if ranked and answers_in_kind(state["question"], dict(ranked[0].payload))
+        else None
+    )
     if fallback is not None:
         top, why = fallback
         kind = "FAQ entry" if top.is_faq else "passage"

@@ -34,10 +34,11 @@ from guardrag.core.rerank import (
     FusedReranker,
     RerankUnavailable,
     agreement,
+    answers_in_kind,
     lexical_coverage,
     semantic_similarity,
 )
-from guardrag.core.text import asks_for_definition, normalise, opens_as_definition
+from guardrag.core.text import normalise
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import (
     NodeRuntime,
@@ -147,7 +148,11 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         entry = next(
             (c for c in first if str(c.payload.get("source_id", c.id)) == agreed.entry), None
         )
-        if agreed.agreed and entry is not None and _fits(state["question"], entry):
+        if (
+            agreed.agreed
+            and entry is not None
+            and answers_in_kind(state["question"], entry.payload)
+        ):
             why = f"{name}: {agreed.why}"
             return _verbatim(replace(entry, score=agreed.score), ranked, why, threshold, detail)
         # the customer's own wording decides from here on
@@ -199,7 +204,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         )
     lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
     confident = best.is_faq and best.score >= threshold and lead >= run.faq_margin
-    if confident and not several and not _fits(question, best):
+    if confident and not several and not answers_in_kind(question, best.payload):
         detail["definition"] = "a question asking what something is; the entry answers another kind"
     elif confident and not several:
         return _verbatim(
@@ -292,15 +297,6 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     # generate shows the plain wording beside the customer's only where both found the same entry
     plain = state.get("rephrased", "") if same_top else ""
     return {"candidates": ranked, "passages": passages, "rephrased": plain, "trail": [decision]}
-
-
-def _fits(question: str, entry: Candidate) -> bool:
-    """Whether an entry's own answer can answer the question verbatim: "What is fraud?" asks for
-    a definition, which "How do I report a scam or fraud?" does not give however close it ranks
-    (such a question goes on as unsure: asked again, or written from the passages)."""
-    return not asks_for_definition(question) or opens_as_definition(
-        str(entry.payload.get("question") or entry.payload.get("title") or "")
-    )
 
 
 def _scores(ranked: list[Candidate]) -> list[tuple[str, float]]:

@@ -344,3 +344,14 @@ def test_a_definition_is_not_answered_with_an_entry_of_another_kind(
 )
 def test_definition_questions_are_told_apart(question: str, definitional: bool) -> None:
     assert asks_for_definition(question) is definitional
+
+
+def test_an_ungrounded_definition_does_not_fall_back_to_an_entry_of_another_kind(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    """The model defines fraud from outside knowledge: not grounded, and the top entry (how to
+    report fraud) is no stand-in for a definition, so it is refused, not answered verbatim."""
+    chat.replies = ["Fraud is a criminal deception intended for financial gain [1]."]
+    result = bot.ask("What is fraud?")
+    assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail
+    assert result.route != "semantic_match"

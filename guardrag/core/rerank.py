@@ -10,7 +10,7 @@ import httpx
 
 from guardrag.config.settings import Settings
 from guardrag.core.kb.stats import KBStats, point_text
-from guardrag.core.text import coverage
+from guardrag.core.text import asks_for_definition, coverage, opens_as_definition
 
 
 class RerankUnavailable(RuntimeError):
@@ -36,6 +36,14 @@ def semantic_similarity(hit: Scorable, w_title: float = 0.6) -> float:
     if hit.content is not None:
         semantic = w_title * semantic + (1 - w_title) * max(hit.content, 0.0)
     return semantic
+
+
+def answers_in_kind(question: str, payload: dict[str, Any]) -> bool:
+    """Whether an entry's own answer can answer the question verbatim: "What is fraud?" asks for
+    a definition, which "How do I report a scam or fraud?" does not give however close it ranks
+    (such a question is unsure: asked again, written from the passages, or refused)."""
+    asked = str(payload.get("question") or payload.get("title") or "")
+    return not asks_for_definition(question) or opens_as_definition(asked)
 
 
 def lexical_coverage(query: str, texts: Sequence[str], stats: KBStats | None) -> float:
