@@ -579,8 +579,15 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
 TO_GENERATION = {"rephrase_unsure": False}
 
 
+#: The golden question `generated_question` found; every real-model test ingests the same KB.
+_generated: list[str] = []
+
+
 def generated_question(bot: Guardrag) -> str:
-    """A golden question that needs the LLM today (the router's thresholds move)."""
+    """A golden question that needs the LLM today (the router's thresholds move): found once
+    per session by asking the golden set without a model, which takes a while on 2 cores."""
+    if _generated:
+        return _generated[0]
     no_llm = bot.with_services(chat_model=None)
     question = next(
         (
@@ -593,6 +600,7 @@ def generated_question(bot: Guardrag) -> str:
         None,
     )
     assert question is not None, "no golden question reaches generation"
+    _generated.append(question)
     return question
 
 
