@@ -43,18 +43,27 @@ def _wait_for(store: FollowingEdgeStore, snapshot: str, began: float, out: list[
     out.append(time.perf_counter() - began)
 
 
+def _publish(published: Path, embedder: OnnxEmbedder, faq: Path) -> str:
+    """What `guardrag ingest` does: publish, read it back (calibration), close. A store left
+    open pins the live shard, which no follower can copy until it is let go."""
+    source = EdgeStore(published)
+    try:
+        return ingest(source, embedder, "kinetic", [faq]).snapshot_id
+    finally:
+        source.close()
+
+
 def follow(root: Path, followers: int, rounds: int) -> None:
     embedder = OnnxEmbedder()
-    source = EdgeStore(root / "published")
     faq = root / "faq.jsonl"
     lines = SAMPLE_FAQ.read_text().splitlines(keepends=True)
     faq.write_text("".join(lines))
-    ingest(source, embedder, "kinetic", [faq])
+    _publish(root / "published", embedder, faq)
     stores = [FollowingEdgeStore(root / "published", root / "copies") for _ in range(followers)]
     picked, copies = [], []
     for n in range(rounds):
         faq.write_text("".join(lines[: len(lines) - 1 - n]))  # a new snapshot each round
-        snapshot = ingest(source, embedder, "kinetic", [faq]).snapshot_id
+        snapshot = _publish(root / "published", embedder, faq)
         began = time.perf_counter()
         seen: list[float] = []
         threads = [
@@ -71,13 +80,12 @@ def follow(root: Path, followers: int, rounds: int) -> None:
     manual = FollowingEdgeStore(root / "published", root / "copies", poll_s=3600)
     for n in range(rounds):
         faq.write_text("".join(lines[: len(lines) - n % 2]))  # one row in or out: cheap
-        ingest(source, embedder, "kinetic", [faq])
+        _publish(root / "published", embedder, faq)
         began = time.perf_counter()
         manual.sync()
         copies.append(1000 * (time.perf_counter() - began))
     size = sum(f.stat().st_blocks * 512 for f in manual.copy_dir.rglob("*") if f.is_file())
     manual.close()
-    source.close()
     print(f"publish -> all {followers} followers serve it: {summary(picked)}")
     print(
         f"copy of the sample KB's shard ({len(lines)} entries, {size / 2**20:.1f} MiB on disk): "
