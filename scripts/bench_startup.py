@@ -82,6 +82,7 @@ def command_seconds(tree: Path, args: list[str], env: dict[str, str]) -> tuple[f
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "guardrag", *args],
+        cwd=tree,  # `-m` puts the working directory first on the path: the tree, not this checkout
         env={**os.environ, **env, "PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
