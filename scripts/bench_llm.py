@@ -14,8 +14,11 @@ refused llm_unavailable when there is no LLM, and reports per runtime: p50/p95 l
 answers, quality (answerable cases answered citing the gold source, per
 guardrag.faces.eval.evaluate.judge; unanswerable ones refused), prompt and generation tokens/s
 measured directly against the server (distinct prompts: no cache flatters them), the server's
-peak and anonymous RSS, and its start time. The load average is printed beside the numbers:
-every one of them is CPU-bound, so run it on a quiet machine.
+peak and anonymous RSS, and its start time. A question's time is given whole and for the
+`generate` step alone (an unsure question first calls the model in `rephrase`), each on the
+wall clock and from CPU time: the server's CPU seconds over its threads plus the pipeline's
+own, node by node, i.e. what it takes with the cores to itself. The load average is printed
+beside the numbers; on a shared machine compare the CPU-time figures.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class Runtime:
     cpu_latencies: list[float] = field(default_factory=list)
     cpu_generate_ms: list[float] = field(default_factory=list)
     cpu_rephrase_ms: list[float] = field(default_factory=list)
+    cpu_generated: list[float] = field(default_factory=list)  # questions that reached generate
     good: int = 0
     unanswerable_refused: int = 0
     refused: Counter[str] = field(default_factory=Counter)
@@ -109,6 +113,8 @@ class Report:
     cpu_generate_p50_ms: float
     cpu_generate_p95_ms: float
     cpu_rephrase_p50_ms: float
+    cpu_generated_p50_ms: float
+    cpu_generated_p95_ms: float
     prompt_tok_s: float
     gen_tok_s: float
     cpu_prompt_tok_s: float
@@ -293,6 +299,8 @@ def ask(runtime: Runtime, case: Case, number: int, total: int) -> None:
         if steps:
             walls.append(spent.setdefault(node, sum(steps)))
             cpus.append(cpu_ms[node])
+    if "generate" in spent:
+        runtime.cpu_generated.append(runtime.cpu_latencies[-1])
     ok, why = judge(case, result)
     runtime.good += ok and case.expect == "answer"
     runtime.unanswerable_refused += ok and case.expect == "refuse"
@@ -334,6 +342,8 @@ def report(runtime: Runtime, cases: list[Case], model: str) -> Report:
         cpu_generate_p50_ms=statistics.median(runtime.cpu_generate_ms or [0.0]),
         cpu_generate_p95_ms=percentile(runtime.cpu_generate_ms, 0.95),
         cpu_rephrase_p50_ms=statistics.median(runtime.cpu_rephrase_ms or [0.0]),
+        cpu_generated_p50_ms=statistics.median(runtime.cpu_generated or [0.0]),
+        cpu_generated_p95_ms=percentile(runtime.cpu_generated, 0.95),
         prompt_tok_s=prompt_rate,
         gen_tok_s=gen_rate,
         cpu_prompt_tok_s=cpu_prompt_rate,
@@ -345,9 +355,10 @@ def report(runtime: Runtime, cases: list[Case], model: str) -> Report:
 
 
 def pick_default(reports: list[Report]) -> Report:
-    """Quality first: the fastest runtime within 5 points of the best quality."""
+    """Quality first: the fastest runtime within 5 points of the best quality, fastest by
+    CPU time (wall time on a shared machine says more about the other jobs)."""
     best = max(r.quality for r in reports)
-    return min((r for r in reports if r.quality >= best - 0.05), key=lambda r: r.p50_ms)
+    return min((r for r in reports if r.quality >= best - 0.05), key=lambda r: r.cpu_p50_ms)
 
 
 def main() -> int:
@@ -457,6 +468,11 @@ def main() -> int:
         ("whole questions, wall", best.p50_ms, best.p95_ms),
         ("the generate step, wall", best.generate_p50_ms, best.generate_p95_ms),
         ("whole questions, from CPU time", best.cpu_p50_ms, best.cpu_p95_ms),
+        (
+            "questions that reached generate, from CPU time",
+            best.cpu_generated_p50_ms,
+            best.cpu_generated_p95_ms,
+        ),
         ("the generate step, from CPU time", best.cpu_generate_p50_ms, best.cpu_generate_p95_ms),
     ):
         within = p50 <= P50_BUDGET_MS and p95 <= P95_BUDGET_MS
