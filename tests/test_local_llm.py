@@ -23,7 +23,13 @@ from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.llm import local as local_llm
 from guardrag.core.llm import supervisor
-from guardrag.core.llm.client import load_chat_model, local_endpoint, unavailable_reason
+from guardrag.core.llm.client import (
+    LOCAL_TIMEOUT_S,
+    load_chat_model,
+    local_endpoint,
+    timeout_s,
+    unavailable_reason,
+)
 from guardrag.core.llm.models import model_path
 from guardrag.core.llm.supervisor import (
     LocalServer,
@@ -443,10 +449,21 @@ def test_load_chat_model_talks_to_the_supervised_local_server(
     assert reply.content == "fake answer"
     assert getattr(chat, "model_name", None) == MODEL
     assert getattr(chat, "max_retries", None) == 0  # the supervisor restarts, not the client
+    assert getattr(chat, "request_timeout", None) == LOCAL_TIMEOUT_S  # the timeout was not set
     state = read_state(tmp_path / "llm")
     assert state is not None and str(state.port) in str(getattr(chat, "openai_api_base", ""))
     target = local_endpoint(settings)
     assert target is not None and target.api_key == state.key and target.local
+
+
+def test_local_timeout_is_longer_unless_set(tmp_path: Path) -> None:
+    """A CPU-bound local answer gets LOCAL_TIMEOUT_S unless GUARDRAG_LLM_TIMEOUT_S says else;
+    a remote endpoint keeps the setting's default."""
+    default = settings_for(tmp_path)
+    assert timeout_s(default, local=True) == LOCAL_TIMEOUT_S
+    assert timeout_s(default, local=False) == default.llm_timeout_s
+    chosen = settings_for(tmp_path, llm_timeout_s=10)
+    assert timeout_s(chosen, local=True) == 10
 
 
 def test_server_command_runs_the_prebuilt_server_with_all_cores(tmp_path: Path) -> None:

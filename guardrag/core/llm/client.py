@@ -31,6 +31,21 @@ class Endpoint:
         return self.base_url.removesuffix("/").removesuffix("/v1")
 
 
+#: The bundled model's per-call timeout when GUARDRAG_LLM_TIMEOUT_S is not set: its answers are
+#: CPU-bound, and on a busy 2-core machine one can take a minute (measured: 30-90 s under load
+#: average 10-25), where the remote default of 30 s would throw the work away and refuse. A
+#: dead local server fails at once whatever the timeout.
+LOCAL_TIMEOUT_S = 120.0
+
+
+def timeout_s(settings: Settings, local: bool) -> float:
+    """The per-call timeout: GUARDRAG_LLM_TIMEOUT_S when set, else its default, raised to
+    LOCAL_TIMEOUT_S for the bundled server."""
+    if local and "llm_timeout_s" not in settings.model_fields_set:
+        return max(settings.llm_timeout_s, LOCAL_TIMEOUT_S)
+    return settings.llm_timeout_s
+
+
 def model_name(settings: Settings) -> str:
     """The model answering questions under these settings (for pricing and the trail)."""
     return settings.llm_model if settings.llm_base_url else settings.llm_local_model
@@ -82,7 +97,7 @@ def load_chat_model(settings: Settings, max_tokens: int = 300) -> BaseChatModel 
         api_key=target.api_key,
         temperature=0,
         max_tokens=max_tokens,
-        timeout=settings.llm_timeout_s,
+        timeout=timeout_s(settings, target.local),
         # The local server's supervisor restarts it after a crash: retrying against its dead
         # port only delays the refusal by the retries' backoff.
         max_retries=0 if target.local else settings.llm_max_retries,

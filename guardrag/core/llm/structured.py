@@ -30,7 +30,7 @@ import httpx
 
 from guardrag.config.settings import Settings
 from guardrag.contract import GuardragError
-from guardrag.core.llm.client import Endpoint, endpoint, unavailable_reason
+from guardrag.core.llm.client import Endpoint, endpoint, timeout_s, unavailable_reason
 
 Messages = Sequence[Mapping[str, str]]
 #: Without it the JSON grammar (which allows whitespace after the closing brace) lets a small
@@ -113,7 +113,7 @@ class StructuredLLM:
         target = endpoint(settings)
         if target is None:
             raise EndpointError(unavailable_reason(settings) or "no language model configured")
-        return cls(target, timeout_s=settings.llm_timeout_s)
+        return cls(target, timeout_s=timeout_s(settings, target.local))
 
     def close(self) -> None:
         self._http.close()
