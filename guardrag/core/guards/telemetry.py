@@ -11,6 +11,7 @@ file says. Imported first by `guardrag.core.guards`.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 _configured = False
@@ -26,6 +27,10 @@ def configure_guardrails_offline() -> None:
     # Sequential validator service: validators run in our order and stop at the first
     # failure (the async service runs them all, and warns when called inside an event loop).
     os.environ.setdefault("GUARDRAILS_RUN_SYNC", "true")
+    # guardrails imports jsonschema, which compiles the 38 Lark grammars of the optional
+    # rfc3987-syntax package at import when it is installed (another tool's extra): ~1 CPU-s
+    # in every process, for an "iri" format check no guard of ours uses. Seen as absent.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
     from guardrails.classes import rc as rc_module
     from guardrails.settings import settings
