@@ -24,7 +24,9 @@ from guardrag.config.settings import Settings
 from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb import ingest as ingest_module
+from guardrag.core.kb.entries import Entry
 from guardrag.core.kb.ingest import ingest
+from guardrag.core.kb.quarantine import Screening
 from guardrag.core.store import VectorStore
 from guardrag.core.store.server import ServerStore
 from guardrag.faces.service import Guardrag, build_services
@@ -70,6 +72,11 @@ class ObedientChatModel(ScriptedChatModel):
         return super()._generate(messages, *args, **kwargs)
 
 
+def keep_everything(entries: list[Entry], *args: Any, **kwargs: Any) -> Screening:
+    """The quarantine bypassed: every entry indexed."""
+    return Screening(kept=entries, held=[], allowed=[], allowed_from="default")
+
+
 @pytest.fixture(scope="module")
 def forced(
     embedder: OnnxEmbedder, tmp_path_factory: pytest.TempPathFactory
@@ -81,7 +88,7 @@ def forced(
     store = ServerStore(location=":memory:")
     ingest(store, embedder, KB, [real], description="Kinetic Wallet")
     with pytest.MonkeyPatch.context() as patch:  # the operator override ingest does not offer
-        patch.setattr(ingest_module, "quarantine", lambda entries: (entries, []))
+        patch.setattr(ingest_module, "quarantine", keep_everything)
         report = ingest(store, embedder, KB, [POISONED])
     assert report.added == len(ENTRIES) and not report.flagged
     yield store

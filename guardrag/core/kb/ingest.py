@@ -21,7 +21,7 @@ from guardrag.core.embedder import Embedder
 from guardrag.core.kb.calibration import KEY as CALIBRATION
 from guardrag.core.kb.calibration import Calibration, calibrate
 from guardrag.core.kb.entries import Entry
-from guardrag.core.kb.quarantine import held_back, quarantine
+from guardrag.core.kb.quarantine import quarantine
 from guardrag.core.kb.readers import load_entries
 from guardrag.core.kb.stats import KBStats, point_text
 from guardrag.core.rerank import FusedReranker, Reranker
@@ -116,6 +116,7 @@ def ingest(
     progress: Callable[[int], None] | None = None,
     batch_size: int = 512,
     reranker: Reranker | None = None,
+    allowed_domains: list[str] | None = None,
 ) -> IngestReport:
     """Parse, embed and publish `paths` into `kb` as one new snapshot.
 
@@ -127,10 +128,15 @@ def ingest(
     """
     paths = [p.resolve() for p in paths]
     entries, skipped = load_entries(paths, columns, skip_bad_rows)
-    entries, entries_flagged = quarantine(entries)
-    flagged = [f"{e.location} {e.source_id}: {why}" for e, why in entries_flagged]
     old_info, previous = _previous_snapshot(store, kb, paths)
     ingested_files = {str(p) for p in paths}
+    # Held back (kb/quarantine.py): instructions for a model, broken output invariants,
+    # sentences that do not belong; also decides the KB's allowed link domains.
+    screened = quarantine(
+        entries, embedder, old_info, previous, ingested_files,
+        fallback_url=fallback_url, allowed_domains=allowed_domains,
+    )  # fmt: skip
+    entries, flagged = screened.kept, screened.report_lines()
 
     keyed = [(point_id(kb, entry.source_id), entry) for entry in entries]
     reused: dict[str, Point] = {}
@@ -173,7 +179,7 @@ def ingest(
             if fallback_url is not None
             else (old_info.fallback_url if old_info else None),
             updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            extra={"quarantined": held_back(old_info, ingested_files, entries_flagged)},
+            extra=screened.extra,
         ),
     )
     faqs = [(pid, e.title, e.text) for pid, e in keyed if e.kind == "faq"] + [

@@ -20,6 +20,7 @@ from guardrag.core.jsonl import read_objects
 from guardrag.faces.cli.audit import audit_app
 from guardrag.faces.cli.eval import eval_command
 from guardrag.faces.cli.llm import llm_app
+from guardrag.faces.cli.quarantine import quarantine_app
 from guardrag.faces.cli.serve import serve
 
 _ENV_HELP = "\n\n".join(f"{name}: {text}" for name, text in describe_settings())
@@ -82,6 +83,10 @@ def ingest(
     skip_bad_rows: Annotated[
         bool, typer.Option(help="Report and skip malformed rows instead of stopping.")
     ] = False,
+    allowed_domains: Annotated[
+        str | None,
+        typer.Option(help="Link domains answers may show (default: url fields, fallback)."),
+    ] = None,
 ) -> None:
     """Add or update a knowledge base from files (idempotent; removes rows deleted from a file)."""
     # lazy: the embedding model, the guards and the index load only for this command
@@ -109,6 +114,7 @@ def ingest(
                 fallback_url=fallback_url,
                 skip_bad_rows=skip_bad_rows,
                 progress=bar.update,
+                allowed_domains=[allowed_domains] if allowed_domains else None,
             )
             bar.update(total - bar.n)
     finally:
@@ -268,7 +274,7 @@ def kbs() -> None:
                     else "verbatim threshold default"
                 )
                 typer.echo(
-                    f"{name}\t{info.count} entries\tsnapshot {info.snapshot_id}\t{info.updated_at}\t{threshold}\t{info.description}"
+                    f"{name}\t{info.count} entries\tsnapshot {info.snapshot_id}\t{info.updated_at}\t{threshold}\t{len(info.extra.get('quarantined', []))} quarantined\t{info.description}"
                 )
     finally:
         store.close()
@@ -276,6 +282,7 @@ def kbs() -> None:
 
 app.add_typer(audit_app, name="audit")
 app.add_typer(llm_app, name="llm")
+app.add_typer(quarantine_app, name="quarantine")
 app.command()(serve)
 app.command("eval")(eval_command)
 

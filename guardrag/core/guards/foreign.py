@@ -1,0 +1,266 @@
+"""Sentences that do not belong in a knowledge-base entry, found by meaning, not by phrases.
+
+A help-centre entry answers its question, for a customer. A sentence planted in it by an
+attacker is written to an assistant or an agent ("assistant, add a note ...", "please email
+the chat to ...", "transfer the balance to account ...") or asks for work unrelated to the
+entry (write a script, recommend a book, translate, advertise, encode the reply). Each
+sentence of each entry (FAQ answer or document chunk) is embedded once and described by:
+
+  injection    the learned injection classifier's probability (is it written to a model?)
+  instruction  its best cosine to instruction and attack exemplars (config/exemplars)
+  relevance    its cosine to its own entry: the entry's title (the question it answers) or,
+               when closer, another sentence of the entry
+  kb           its best cosine to any title in the KB (the KB's topic)
+  first_person the share of "I / me / my" words outside quotes (help text says "you")
+  request      1 for a request opener ("please ...", "could you ...", "tolong ...") that
+               names neither the reader ("you") nor the company ("we"): asked of an agent
+
+Its score is instruction - relevance, plus weighted kb, first_person and injection terms: the
+sentence is nearer to the instructions than to its own entry. The weights and the threshold
+are fit by `scripts/fit_guards.py` on our own KBs (e-wallet, telco, gym, insurance documents),
+every clean sentence against sentences planted at the start, middle or end of their entries:
+the threshold sits just above every clean sentence, and the weights are those whose threshold,
+taken from three KBs, flagged no clean sentence of the fourth. Position does not matter: each
+sentence is scored on its own, in its entry's context.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN
+from guardrag.core.embedder import Embedder
+from guardrag.core.guards.learned import LearnedInjection
+from guardrag.core.guards.normalize import INVISIBLE
+
+PASSAGE_MODEL = Path(__file__).with_name("passage_model.npz")
+FEATURES = ("injection", "instruction", "relevance", "kb", "first_person", "request")
+
+_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+# A sentence-like start inside a sentence ("... logged in successfully Please create ..."):
+# a line that ended without a full stop, with the next sentence run on.
+_RUN_ON = re.compile(r"(?:(?:^|(?<=\s))[a-z][a-z0-9']*|:)\s+(?=[A-Z][a-z]+\s+[a-z])")
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|(?<!\w)'(?:[^'\n]|(?<=\w)'(?=\w))*'(?!\w)|‘[^’\n]*’")
+_LINKS = re.compile(r"\S+@\S+|\bhttps?://\S+|\bwww\.\S+|\b\S+\.(?:com|my|net|org|example)\S*")
+# App labels and menu paths ("Help > My Cases", "Near Me", "Request My Data") are not a voice.
+_LABELS = re.compile(r">\s*[^>,.;:]*|\b(?:My|Me)(?:\s+[A-Z][\w']*)+|\b[A-Z][\w']*\s+Me\b")
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|me|my|mine|myself|saya|aku)\b")
+_WORD = re.compile(r"\w+")
+_REQUEST = re.compile(
+    r"^(?:please|pls|kindly|could you|can you|would you|will you|i (?:want|need|would like) you "
+    r"to|i'd like you to|tolong|sila|mohon)\b",
+    re.IGNORECASE,
+)
+_READER_OR_COMPANY = re.compile(
+    r"\b(?:you|your|yours|yourself|we|us|our|ours|anda|awak|kami)\b", re.IGNORECASE
+)
+MIN_WORDS = 3
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences and list items of an entry, each with at least MIN_WORDS words."""
+    parts = (_BULLET.sub("", p).strip() for p in _SPLIT.split(INVISIBLE.sub("", text)))
+    return [p for p in parts if len(p.split()) >= MIN_WORDS]
+
+
+def run_ons(sentence: str) -> list[str]:
+    """The pieces of a sentence that looks like two run together; [] when it does not."""
+    cuts = [m.end() for m in _RUN_ON.finditer(sentence)]
+    bounds = [0, *cuts, len(sentence)]
+    parts = [sentence[i:j].strip() for i, j in itertools.pairwise(bounds)]
+    parts = [p for p in parts if len(p.split()) >= MIN_WORDS]
+    return parts if len(parts) > 1 else []
+
+
+def request(sentence: str) -> float:
+    """1.0 when the sentence opens as a request and names neither the reader nor the company
+    ("Please note your limit resets daily" names the reader: help text)."""
+    plain = _LABELS.sub(" ", _LINKS.sub(" ", _QUOTED.sub(" ", sentence)))
+    if _REQUEST.match(sentence.strip()) is None:
+        return 0.0
+    rest = _REQUEST.sub("", plain.strip(), count=1)
+    return 0.0 if _READER_OR_COMPANY.search(rest) else 1.0
+
+
+def first_person(sentence: str) -> float:
+    """Share of first-person-singular words in the help text's own voice: not in quotes,
+    links, menu paths or app labels ('Lock my account', 'Help > My Cases')."""
+    plain = _LABELS.sub(" ", _LINKS.sub(" ", _QUOTED.sub(" ", sentence)))
+    words = _WORD.findall(plain)
+    return len(_FIRST_PERSON.findall(plain)) / max(len(words), 1)
+
+
+@dataclass(frozen=True)
+class PassageModel:
+    """score = features . weights; a sentence scoring >= threshold does not belong."""
+
+    weights: np.ndarray
+    threshold: float
+    about: dict[str, Any]
+
+    def score(self, features: np.ndarray) -> np.ndarray:
+        return np.asarray(features @ self.weights)
+
+    def save(self, path: Path) -> Path:
+        np.savez_compressed(
+            path,
+            weights=self.weights.astype(np.float64),
+            scalars=np.array([self.threshold]),
+            features=np.array(FEATURES),
+            about=np.array(json.dumps(self.about, sort_keys=True)),
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: Path = PASSAGE_MODEL) -> PassageModel:
+        with np.load(path) as data:
+            if tuple(str(f) for f in data["features"]) != FEATURES:
+                raise ValueError(f"{path}: fitted on other features; run scripts/fit_guards.py")
+            return cls(data["weights"], float(data["scalars"][0]), json.loads(str(data["about"])))
+
+
+@dataclass(frozen=True)
+class ForeignSentence:
+    """The highest-scoring sentence of an entry that crossed the threshold."""
+
+    sentence: str
+    score: float
+    threshold: float
+    features: dict[str, float]
+
+    def why(self) -> str:
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in self.features.items())
+        return (
+            f"sentence {self.sentence[:160]!r} does not belong: score {self.score:.2f} >= "
+            f"{self.threshold:.2f} ({parts})"
+        )
+
+
+class ForeignSentences:
+    """Embeds the exemplars once; `scan` embeds every sentence and title it is given in one
+    batch (ingest only: ~1 ms a sentence on 2 cores)."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        model: PassageModel | None = None,
+        injection: LearnedInjection | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.model = model or PassageModel.load()
+        self.injection = injection or LearnedInjection(embedder)
+        exemplars = [*FOREIGN, *(t for _, texts in ATTACKS.values() for t in texts)]
+        self._exemplar_texts = exemplars
+        self._exemplars = np.asarray(embedder.embed(exemplars), dtype=np.float32)
+
+    def features(
+        self,
+        entries: Sequence[tuple[str, str]],
+        topic: Sequence[str] = (),
+        skip_exemplar: bool = False,
+    ) -> list[tuple[list[str], np.ndarray]]:
+        """Per entry: its sentences and their feature rows (len(FEATURES) columns).
+
+        `entries` are (title, text); `topic` adds titles of the KB's other entries to the
+        KB-topic feature. `skip_exemplar` leaves a sentence's own exemplar out of its
+        instruction feature (for fitting on the exemplars themselves)."""
+        # Each sentence is a candidate, and so is each piece of a sentence that looks like two
+        # run together; `parent` ties a piece to its sentence (context ignores its own).
+        split: list[list[tuple[int, str]]] = []
+        for _, text in entries:
+            pieces: list[tuple[int, str]] = []
+            for k, sentence in enumerate(split_sentences(text)):
+                pieces += [(k, sentence), *((k, part) for part in run_ons(sentence))]
+            split.append(pieces)
+        titles = [title for title, _ in entries]
+        all_titles = list(dict.fromkeys([*titles, *topic]))
+        flat = [text for pieces in split for _, text in pieces]
+        if not flat:
+            return [([], np.zeros((0, len(FEATURES)))) for _ in split]
+        vectors = np.asarray(self.embedder.embed(flat + all_titles), dtype=np.float32)
+        sentence_vectors, title_vectors = vectors[: len(flat)], vectors[len(flat) :]
+        title_index = {t: i for i, t in enumerate(all_titles)}
+        instruction = sentence_vectors @ self._exemplars.T
+        if skip_exemplar:
+            where = {t: i for i, t in enumerate(self._exemplar_texts)}
+            for row, text in enumerate(flat):
+                if text in where:
+                    instruction[row, where[text]] = -1.0
+        best_instruction = instruction.max(axis=1)
+        kb = (sentence_vectors @ title_vectors.T).max(axis=1)
+        model = self.injection.model
+        out: list[tuple[list[str], np.ndarray]] = []
+        start = 0
+        for (title, _), pieces in zip(entries, split, strict=True):
+            rows = np.zeros((len(pieces), len(FEATURES)))
+            if pieces:
+                block = sentence_vectors[start : start + len(pieces)]
+                own = block @ title_vectors[title_index[title]]
+                parents = np.array([k for k, _ in pieces])
+                pairwise = block @ block.T
+                pairwise[parents[:, None] == parents[None, :]] = -1.0
+                context = pairwise.max(axis=1)
+                for i, (_, text) in enumerate(pieces):
+                    rows[i] = (
+                        model.probability(block[i], text),
+                        best_instruction[start + i],
+                        max(own[i], context[i]),
+                        kb[start + i],
+                        first_person(text),
+                        request(text),
+                    )
+            out.append(([text for _, text in pieces], rows))
+            start += len(pieces)
+        return out
+
+    def scan(
+        self, entries: Sequence[tuple[str, str]], topic: Sequence[str] = ()
+    ) -> list[ForeignSentence | None]:
+        """For each entry, its most foreign sentence when it crosses the threshold."""
+        found: list[ForeignSentence | None] = []
+        for sentences, rows in self.features(entries, topic):
+            if not sentences:
+                found.append(None)
+                continue
+            scores = self.model.score(rows)
+            best = int(np.argmax(scores))
+            if scores[best] < self.model.threshold:
+                found.append(None)
+                continue
+            found.append(
+                ForeignSentence(
+                    sentence=sentences[best],
+                    score=round(float(scores[best]), 4),
+                    threshold=self.model.threshold,
+                    features={
+                        k: round(float(v), 3) for k, v in zip(FEATURES, rows[best], strict=True)
+                    },
+                )
+            )
+        return found
+
+
+_detectors: list[tuple[Embedder, ForeignSentences]] = []
+_lock = threading.Lock()
+
+
+def foreign_detector(embedder: Embedder) -> ForeignSentences:
+    """One detector per embedder per process (its exemplar vectors are embedded once)."""
+    with _lock:
+        for known, detector in _detectors:
+            if known is embedder:
+                return detector
+        detector = ForeignSentences(embedder)
+        _detectors.append((embedder, detector))
+        del _detectors[:-4]
+        return detector

@@ -1,0 +1,200 @@
+"""Learned detectors: logistic regressions over MiniLM vectors and a few cheap text features,
+fit offline (`scripts/fit_guards.py`) and shipped as weights next to this module.
+
+`injection_model.npz` scores a customer message (the input guard): the question's vector plus
+its word uni- and bigrams, fit on the train split of deepset/prompt-injections and our own
+data (red-team attacks vs. our FAQ, golden and red-team benign questions, greetings and
+off-topic requests, which belong to the domain gate, not to this guard). Its threshold is the
+lowest that kept the out-of-fold false positives of the fit under 1% (English off-topic
+questions) and 0.5% (customer questions). The held-out test split is only ever reported.
+
+A message longer than one sentence is also scored sentence by sentence (the maximum counts),
+so an instruction buried in a long benign paragraph is not averaged away.
+
+Inference is a dot product and a dictionary lookup per word (~0.05 ms with the caller's
+vector); a long message costs one batched embedding of its sentences.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guardrag.contract import RefusalReason
+from guardrag.core.embedder import Embedder
+from guardrag.core.guards.finding import GuardFinding
+from guardrag.core.guards.normalize import Normalized
+
+INJECTION_MODEL = Path(__file__).with_name("injection_model.npz")
+
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\\n")
+#: Sentences shorter than this carry too little to be scored alone.
+MIN_SENTENCE_WORDS = 3
+MAX_SENTENCES = 12
+_EXCERPT = 80
+
+
+def ngrams(text: str) -> set[str]:
+    """Lower-cased words and word bigrams (the sparse features)."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).lower())
+    return {*words, *(f"{a} {b}" for a, b in itertools.pairwise(words))}
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a text worth scoring alone; [] when it is a single sentence."""
+    parts = [p.strip() for p in _SENTENCE.split(text)]
+    parts = [p for p in parts if len(p.split()) >= MIN_SENTENCE_WORDS]
+    return parts[:MAX_SENTENCES] if len(parts) > 1 else []
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """sigmoid(dense . vector + ngram_weight * mean-normalised sum of word weights + bias)."""
+
+    dense: np.ndarray
+    vocab: dict[str, int]
+    sparse: np.ndarray
+    bias: float
+    ngram_weight: float
+    threshold: float
+    about: dict[str, Any]
+
+    def probability(self, vector: np.ndarray, text: str) -> float:
+        logit = float(self.dense @ vector) + self.bias
+        hits = [self.vocab[g] for g in ngrams(text) if g in self.vocab]
+        if hits:
+            logit += self.ngram_weight * float(self.sparse[hits].sum()) / math.sqrt(len(hits))
+        return 1.0 / (1.0 + math.exp(-max(min(logit, 50.0), -50.0)))
+
+    def save(self, path: Path) -> Path:
+        words = sorted(self.vocab, key=self.vocab.__getitem__)
+        np.savez_compressed(
+            path,
+            dense=self.dense.astype(np.float32),
+            sparse=self.sparse.astype(np.float32),
+            words=np.array(words),
+            scalars=np.array([self.bias, self.ngram_weight, self.threshold]),
+            about=np.array(json.dumps(self.about, sort_keys=True)),
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> LinearModel:
+        with np.load(path) as data:
+            bias, ngram_weight, threshold = (float(x) for x in data["scalars"])
+            return cls(
+                dense=data["dense"].astype(np.float32),
+                vocab={str(w): i for i, w in enumerate(data["words"])},
+                sparse=data["sparse"].astype(np.float32),
+                bias=bias,
+                ngram_weight=ngram_weight,
+                threshold=threshold,
+                about=json.loads(str(data["about"])),
+            )
+
+
+# --- fitting (offline, scripts/fit_guards.py) ---------------------------------------------
+
+
+def build_vocab(texts: list[str], min_df: int) -> dict[str, int]:
+    """Words and bigrams found in at least `min_df` texts."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for gram in ngrams(text):
+            counts[gram] = counts.get(gram, 0) + 1
+    return {g: i for i, g in enumerate(sorted(g for g, n in counts.items() if n >= min_df))}
+
+
+def design(
+    vectors: np.ndarray, texts: list[str], vocab: dict[str, int], weight: float
+) -> np.ndarray:
+    """[vector | weight * n-gram indicators / sqrt(count)] rows, as `LinearModel` scores them."""
+    sparse = np.zeros((len(texts), len(vocab)), dtype=np.float32)
+    for row, text in enumerate(texts):
+        hits = [vocab[g] for g in ngrams(text) if g in vocab]
+        if hits:
+            sparse[row, hits] = weight / math.sqrt(len(hits))
+    return np.hstack([vectors.astype(np.float32), sparse])
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, iters: int = 50) -> np.ndarray:
+    """L2-regularised logistic regression by Newton's method; the last weight is the bias
+    (not regularised)."""
+    rows, cols = x.shape
+    xb = np.hstack([x, np.ones((rows, 1), dtype=x.dtype)]).astype(np.float64)
+    beta = np.zeros(cols + 1)
+    ridge = np.eye(cols + 1) * l2
+    ridge[-1, -1] = 0.0
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-np.clip(xb @ beta, -50, 50)))
+        gradient = xb.T @ (p - y) + ridge @ beta
+        hessian = (xb * (p * (1 - p))[:, None]).T @ xb + ridge
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if float(np.abs(step).max()) < 1e-7:
+            break
+    return beta
+
+
+def model_from_weights(
+    beta: np.ndarray, vocab: dict[str, int], weight: float, threshold: float, about: dict[str, Any]
+) -> LinearModel:
+    dim = len(beta) - 1 - len(vocab)
+    return LinearModel(
+        dense=beta[:dim].astype(np.float32),
+        vocab=vocab,
+        sparse=beta[dim:-1].astype(np.float32),
+        bias=float(beta[-1]),
+        ngram_weight=weight,
+        threshold=threshold,
+        about=about,
+    )
+
+
+# --- the input guard's detector ----------------------------------------------------------
+
+
+class LearnedInjection:
+    """PROMPT_INJECTION when the message, or one of its sentences, scores at or above the
+    fitted threshold."""
+
+    def __init__(self, embedder: Embedder, model: LinearModel | None = None) -> None:
+        self.embedder = embedder
+        self.model = model or LinearModel.load(INJECTION_MODEL)
+
+    def scores(self, text: str, vector: np.ndarray) -> list[tuple[float, str]]:
+        """(probability, text scored) for the whole text, then each of its sentences."""
+        out = [(self.model.probability(vector, text), text)]
+        parts = sentences(text)
+        if parts:
+            vectors = self.embedder.embed(parts)
+            out += [(self.model.probability(v, p), p) for v, p in zip(vectors, parts, strict=True)]
+        return out
+
+    def detect(self, norm: Normalized, vector: np.ndarray | None = None) -> GuardFinding | None:
+        """`vector` is the caller's embedding of `norm.original`, used when normalisation
+        changed nothing (as in the semantic detector)."""
+        text = norm.text
+        if vector is None or text != norm.original:
+            vector = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+        score, scored = max(self.scores(text, vector), key=lambda s: s[0])
+        threshold = self.model.threshold
+        if score < threshold:
+            return None
+        where = "the message" if scored == text else f"the sentence {scored[:_EXCERPT]!r}"
+        return GuardFinding(
+            reason=RefusalReason.PROMPT_INJECTION,
+            rule="learned.injection",
+            score=round(score, 4),
+            threshold=round(threshold, 4),
+            detail=f"injection classifier {score:.2f} >= {threshold:.2f} on {where}",
+        )
