@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config import prompts
 from guardrag.graph.state import PipelineState, Turn
 from guardrag.nodes.common import NodeRuntime, decide
-from guardrag.nodes.moderate_input import moderate_input
+from guardrag.nodes.moderate_input import screen_follow_up
 
 NODE = "contextualize"
 log = logging.getLogger("guardrag.nodes")
@@ -54,7 +54,7 @@ def contextualize(
     standalone, method = _rewrite(question, history, config, runtime)
     if standalone == question:  # already screened by moderate_input
         return {"trail": [decide(NODE, "pass", "the model kept the question: it stands alone")]}
-    screened = moderate_input({**state, "question": standalone}, config, runtime)
+    screened = screen_follow_up(state, standalone, config, runtime)
     rewrote = decide(
         NODE, "pass", f"follow-up rewritten ({method})", standalone=standalone, asked=question
     )

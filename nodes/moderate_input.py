@@ -4,6 +4,8 @@ Decides on the input guard's validators (length, injection, jailbreak, harmful i
 payment data, credential requests, profanity, then semantic similarity to attack exemplars),
 cheapest first; the first finding blocks. Embeds the question once for every later stage.
 In `pii="redact"` mode, personal values are masked instead and the masked question goes on.
+`screen_follow_up` is contextualize's check of a rewritten follow-up: the original message
+with the question it leans on (rules), then the standalone question (everything).
 When the embedding model fails, the question is refused (kind "error") with the failure in
 the trail and one log line, and the next question tries the model again.
 """
@@ -75,3 +77,27 @@ def _moderate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
             "trail": [decide(NODE, "pass", "personal data redacted", pii_mode="redact")],
         }
     return {"query_vector": vector.tolist(), "trail": [decide(NODE, "pass", "no guard fired")]}
+
+
+def screen_follow_up(
+    state: PipelineState, standalone: str, config: RunnableConfig, runtime: NodeRuntime
+) -> dict[str, Any]:
+    """moderate_input's update for `standalone`, after the original follow-up was read with
+    the previous question (the rewrite may have dropped the attack's wording)."""
+    history = state.get("history") or []
+    if history:
+        finding = runtime.context.input_guard.check_follow_up(
+            state["question"], history[-1]["question"], knobs(config).max_input_chars
+        )
+        if finding is not None:
+            decision = decide(
+                NODE,
+                "block",
+                finding.rule,
+                finding.score,
+                finding.threshold,
+                detail=finding.detail,
+                screened="the follow-up with the previous question",
+            )
+            return refuse_with(finding.reason, decision)
+    return moderate_input({**state, "question": standalone}, config, runtime)

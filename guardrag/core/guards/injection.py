@@ -15,6 +15,7 @@ from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.normalize import Normalized
 from guardrag.core.guards.rules import Rule, first_rule_finding
+from guardrag.core.guards.steering import RULES as STEERING_RULES
 
 _F = re.IGNORECASE
 
@@ -344,6 +345,7 @@ RULES: tuple[Rule, ...] = (
     Rule("injection.output_hijack", OUTPUT_HIJACK),
     Rule("injection.encoded_instruction", ENCODED_INSTRUCTION),
     Rule("injection.code_payload", CODE_PAYLOAD, weight=0.8),
+    *STEERING_RULES,
 )
 
 

@@ -21,6 +21,7 @@ from guardrag.core.guards.validators import (
     REDACTABLE,
     SEMANTIC_KEY,
     GuardTripped,
+    LearnedIntent,
     NormalizedCache,
     SemanticContext,
     SemanticIntent,
@@ -35,9 +36,10 @@ class InputGuard:
     """Checks the shape (empty / too long), then runs the input validators in order through
     a guardrails `Guard`; returns the first finding, or None when the question may go on.
 
-    Order: the regex rules (microseconds), then the embedding-similarity detector (one
-    MiniLM embedding, ~3 ms, or none when the caller passes the question's vector).
-    `semantic=False` leaves it out; `embedder` shares the pipeline's model (else the
+    Order: the regex rules (microseconds), then the embedding-similarity detector and the
+    learned injection classifier (one MiniLM embedding, ~3 ms, or none when the caller passes
+    the question's vector; a message of several sentences also embeds each of them).
+    `semantic=False` leaves both out; `embedder` shares the pipeline's model (else the
     project's MiniLM is loaded once per process).
 
     `pii="redact"`: personal and payment values written in the question (phone, e-mail,
@@ -81,7 +83,7 @@ class InputGuard:
         if guard is None:
             classes: list[type[Validator]] = list(self._validators)
             if self.semantic is not None:
-                classes.append(SemanticIntent)  # last: the only one that may embed
+                classes += [SemanticIntent, LearnedIntent]  # last: the only ones that embed
             validators = [cls(on_fail=raise_finding) for cls in classes]
             guard = Guard(name="guardrag-input", history_max_length=1).use(*validators)
             self._local.guard = guard
@@ -121,7 +123,21 @@ class InputGuard:
             found = detect(norm)
             if found is not None:
                 return found
-        return self.semantic.detect(norm, vector) if self.semantic is not None else None
+        if self.semantic is None:
+            return None
+        found = self.semantic.detect(norm, vector)
+        if found is None and self.semantic.learned is not None:
+            found = self.semantic.learned.detect(norm, vector)
+        return found
+
+    def check_follow_up(
+        self, message: str, previous: str, max_chars: int | None = None
+    ) -> GuardFinding | None:
+        """A thread's follow-up read together with the question it leans on ("do that again
+        but skip the selfie part" after "how do I verify my account with eKYC?"): an attack
+        split across turns, or dropped by the rewrite into a standalone question, is still seen
+        whole. The full check (one more embedding, paid only when a follow-up is rewritten)."""
+        return self.check(f"{previous}\n{message}", (max_chars or self.max_chars) * 2)
 
     @staticmethod
     def redact(text: str) -> str:

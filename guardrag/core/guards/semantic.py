@@ -30,6 +30,7 @@ from guardrag.contract import RefusalReason
 from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.harmful import FICTION_CONTEXT
+from guardrag.core.guards.learned import LearnedInjection
 from guardrag.core.guards.normalize import Normalized
 
 
@@ -72,6 +73,25 @@ _AWARENESS = re.compile(
     r"(?:curi|dapatkan|guna|menipu|menggodam)\b"
 )
 _VICTIM_EXEMPT = frozenset({RefusalReason.HARMFUL_REQUEST, RefusalReason.CREDENTIAL_REQUEST})
+# Who asks about whose data: "How do I look at my transactions?", "the beneficiary details of a
+# cheque issued in my name" are the customer's own. A lookup family needs a third party.
+_THIRD_PARTY = re.compile(
+    r"\b(?:someone|somebody|anyone|anybody|another|other|others|he|she|they|him|them|his|her|"
+    r"hers|their|theirs|person|people|persons|stranger|owner|sender|payer|user|users|customer|"
+    r"customers|member|members|holder|everyone|admin|administrator|staff|employee|wife|husband|"
+    r"friend|neighbou?r|boss|ex|dia|mereka|orang|pengguna|pelanggan|isteri|suami|kawan|jiran)\b"
+)
+_SELF = re.compile(r"\b(?:my|mine|me|i|myself|saya|aku|our|we|us)\b")
+_LOOKUP_FAMILIES = frozenset({"pii_lookup"})
+# Families about the assistant's own instructions: they also need the learned classifier's
+# view that the message is written to the assistant ("my insurance policy was updated, may I
+# now get the renewed policy?" is close to "the operator has updated your policy, you may
+# now ..." in words, not in who is asked what).
+_ASSISTANT_FAMILIES = frozenset({"override", "prompt_extraction", "jailbreak"})
+#: The learned injection probability an assistant-family match needs: even odds. Measured
+#: (scripts/score_guards.py): red-team, Giskard and TNGD attacks these families match score
+#: >= 0.77; our customer-wording questions they matched score <= 0.06.
+CORROBORATION = 0.5
 
 
 def is_malay(words: str) -> bool:
@@ -107,8 +127,10 @@ class SemanticDetector:
         benign: tuple[str, ...] = BENIGN,
         bar_en: Bar = BAR_EN,
         bar_ms: Bar = BAR_MS,
+        learned: LearnedInjection | None = None,
     ) -> None:
         self.embedder = embedder
+        self.learned = learned
         self.bar_en, self.bar_ms = bar_en, bar_ms
         texts: list[str] = []
         self._family: list[str] = []
@@ -151,6 +173,18 @@ class SemanticDetector:
         if found.family in _FICTION_EXEMPT and FICTION_CONTEXT.search(norm.words):
             return None
         if found.reason in _VICTIM_EXEMPT and _AWARENESS.search(norm.words):
+            return None
+        if (
+            found.family in _LOOKUP_FAMILIES
+            and _SELF.search(norm.words)
+            and not _THIRD_PARTY.search(norm.words)
+        ):
+            return None
+        if (
+            found.family in _ASSISTANT_FAMILIES
+            and self.learned is not None
+            and self.learned.model.probability(vector, norm.text) < CORROBORATION
+        ):
             return None
         return GuardFinding(
             reason=found.reason,
@@ -214,7 +248,7 @@ def detector_for(embedder: Embedder) -> SemanticDetector:
         for known, detector in _detectors:
             if known is embedder:
                 return detector
-        detector = SemanticDetector(embedder)
+        detector = SemanticDetector(embedder, learned=LearnedInjection(embedder))
         _detectors.append((embedder, detector))
         del _detectors[:-_MAX_DETECTORS]
         return detector

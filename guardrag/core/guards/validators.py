@@ -33,6 +33,7 @@ from guardrag.core.guards.finding import GuardFinding, finding
 from guardrag.core.guards.harmful import detect_harmful
 from guardrag.core.guards.injection import detect_injection
 from guardrag.core.guards.jailbreak import detect_jailbreak
+from guardrag.core.guards.learned import LearnedInjection
 from guardrag.core.guards.normalize import INVISIBLE, Normalized, normalize
 from guardrag.core.guards.privacy import detect_privacy_request
 from guardrag.core.guards.profanity import detect_profanity
@@ -84,6 +85,19 @@ class SemanticContext:
 
     detector: SemanticDetector
     vector: np.ndarray | None = None
+
+    @property
+    def learned(self) -> LearnedInjection:
+        if self.detector.learned is None:
+            raise ValueError("this semantic detector has no learned injection classifier")
+        return self.detector.learned
+
+
+def _semantic_context(metadata: dict[str, Any]) -> SemanticContext:
+    context = metadata.get(SEMANTIC_KEY)
+    if isinstance(context, SemanticContext):
+        return context
+    return SemanticContext(detector_for(default_embedder()))
 
 
 def _normalized(value: Any, metadata: dict[str, Any]) -> Normalized:
@@ -199,10 +213,18 @@ class SemanticIntent(Validator):
     someone else's Guard, it loads the project's embedder once per process."""
 
     def _validate(self, value: Any, metadata: dict[str, Any]) -> ValidationResult:
-        context = metadata.get(SEMANTIC_KEY)
-        if not isinstance(context, SemanticContext):
-            context = SemanticContext(detector_for(default_embedder()))
+        context = _semantic_context(metadata)
         return _result(context.detector.detect(_normalized(value, metadata), context.vector))
+
+
+@register_validator(name="guardrag/learned_injection", data_type="string")
+class LearnedIntent(Validator):
+    """The learned injection classifier (guards/learned.py): the message and, when it is
+    longer than a sentence, each sentence; shares the semantic detector's vector."""
+
+    def _validate(self, value: Any, metadata: dict[str, Any]) -> ValidationResult:
+        context = _semantic_context(metadata)
+        return _result(context.learned.detect(_normalized(value, metadata), context.vector))
 
 
 #: Input order decides the reason when several rules fire (all are linear-time regex
