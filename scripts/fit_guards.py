@@ -1,0 +1,368 @@
+"""Fit the learned guards and write their weights next to `guardrag/core/guards/learned.py`.
+
+    .venv/bin/python scripts/fit_guards.py            # fit both, report, write the .npz files
+    .venv/bin/python scripts/fit_guards.py --passage  # only the passage model (reads the
+                                                      # shipped injection model)
+    .venv/bin/python scripts/fit_guards.py --dry-run  # fit and report only
+
+The injection classifier (input guard) is fit on the TRAIN split of deepset/prompt-injections
+(../shared/data, or GUARDRAG_SHARED_DATA) and on our own data:
+  injections: deepset train label 1; red-team attacks of the injection families
+              (datasets/redteam); the injection exemplars of config/exemplars/attacks.py
+  benign:     deepset train label 0; our FAQ and golden questions (e-wallet, telco), red-team
+              benign and customer-wording questions; benign exemplars; greetings and
+              off-topic requests (config/exemplars/domain.py: those belong to the domain gate)
+Every choice is made on 5-fold out-of-fold scores of that data: the threshold is the lowest
+with <= 1% of English deepset benign rows and <= 0.5% of our customer questions flagged;
+among (l2, n-gram weight) the best out-of-fold recall on English injections wins (ties: the
+stronger l2). The TEST split is scored once, after the choice, and only reported.
+
+The passage model (`guards/foreign.py`: does a sentence belong in its KB entry?) is fit on our
+own KBs: every sentence of the e-wallet, telco and gym FAQs and the insurance documents
+(clean) against sentences planted into their entries at the start, middle or end: the
+instruction and attack exemplars (config/exemplars/attacks.py, each left out of its own
+similarity feature), the red-team attacks and the deepset train split's injections. The score
+is instruction similarity minus relevance to the entry, plus a grid of weights (KB topic,
+first person, injection probability); the weights kept are those whose threshold taken from
+three KBs flags no clean sentence of the fourth, with the best catch; the threshold sits just
+above every clean sentence. The public
+indirect-injection payloads are never used here (scripts/poison_eval.py plants them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+from poison_eval import POSITIONS, plant  # noqa: E402
+
+from guardrag.config.exemplars.attacks import ATTACKS, BENIGN, FOREIGN  # noqa: E402
+from guardrag.config.exemplars.domain import GREETINGS, OFF_TOPIC  # noqa: E402
+from guardrag.core.embedder import load_embedder  # noqa: E402
+from guardrag.core.guards.foreign import (  # noqa: E402
+    FEATURES,
+    PASSAGE_MODEL,
+    ForeignSentences,
+    PassageModel,
+    split_sentences,
+)
+from guardrag.core.guards.learned import (  # noqa: E402
+    INJECTION_MODEL,
+    LearnedInjection,
+    LinearModel,
+    build_vocab,
+    design,
+    fit_logistic,
+    model_from_weights,
+    sentences,
+)
+from guardrag.core.kb.chunking import document_entries  # noqa: E402
+
+INJECTION_FAMILIES = {
+    "direct_injection",
+    "prompt_extraction",
+    "roleplay_jailbreak",
+    "delimiter_tokens",
+    "obfuscation",
+}
+EXEMPLAR_FAMILIES = {"override", "prompt_extraction", "jailbreak"}
+GRID_L2 = (0.1, 0.3, 1.0)
+GRID_NGRAM = (0.5, 1.0)
+MIN_DF = 3
+FOLDS = 5
+MAX_FP_OFFTOPIC = 0.01
+MAX_FP_CUSTOMER = 0.005
+
+
+def shared() -> Path:
+    return Path(os.environ.get("GUARDRAG_SHARED_DATA") or REPO.parent / "shared" / "data")
+
+
+def jsonl(path: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+class Example:
+    __slots__ = ("group", "label", "lang", "text")
+
+    def __init__(self, text: str, label: int, group: str, lang: str = "en") -> None:
+        self.text, self.label, self.group, self.lang = text, label, group, lang
+
+
+def training_data() -> tuple[list[Example], list[Example]]:
+    """(train, held-out deepset test) examples."""
+    deepset = shared() / "adversarial" / "deepset_prompt_injections" / "labelled.jsonl"
+    if not deepset.exists():
+        sys.exit(f"{deepset} not found: the fit needs the deepset train split")
+    train: list[Example] = []
+    test: list[Example] = []
+    for row in jsonl(deepset):
+        example = Example(str(row["text"]), int(row["label"]), "offtopic", str(row["lang"]))  # type: ignore[call-overload]
+        (train if row["split"] == "train" else test).append(example)
+    data = REPO / "datasets"
+    for row in jsonl(data / "redteam" / "attacks.jsonl"):
+        if row["family"] in INJECTION_FAMILIES:
+            train.append(Example(str(row["text"]), 1, "ours", str(row["lang"])))
+    for family, (_, texts) in ATTACKS.items():
+        if family in EXEMPLAR_FAMILIES:
+            train += [Example(t, 1, "ours") for t in texts]
+    customer = [str(r["question"]) for r in jsonl(data / "ewallet" / "faq.jsonl")]
+    customer += [str(r["question"]) for r in jsonl(data / "telco" / "faq.jsonl")]
+    for name in ("ewallet", "telco"):
+        customer += [
+            str(r["question"])
+            for r in jsonl(data / name / "golden.jsonl")
+            if r["group"] != "adversarial"
+        ]
+    customer += [str(r["text"]) for r in jsonl(data / "redteam" / "benign.jsonl")]
+    customer += [str(r["text"]) for r in jsonl(data / "redteam" / "customer_wording.jsonl")]
+    customer += [*BENIGN, *GREETINGS, *OFF_TOPIC]
+    train += [Example(t, 0, "customer") for t in customer]
+    return train, test
+
+
+class Scorer:
+    """Embeddings computed once per text (whole texts and their sentences)."""
+
+    def __init__(self) -> None:
+        self.embedder = load_embedder()
+        self.cache: dict[str, np.ndarray] = {}
+
+    def vectors(self, texts: list[str]) -> np.ndarray:
+        todo = sorted({t for t in texts if t not in self.cache})
+        if todo:
+            for text, vector in zip(todo, self.embedder.embed(todo), strict=True):
+                self.cache[text] = vector
+        return np.stack([self.cache[t] for t in texts])
+
+    def fit(self, texts: list[str], labels: np.ndarray, l2: float, weight: float) -> LinearModel:
+        vocab = build_vocab(texts, MIN_DF)
+        beta = fit_logistic(design(self.vectors(texts), texts, vocab, weight), labels, l2)
+        return model_from_weights(beta, vocab, weight, 0.5, {})
+
+    def score(self, model: LinearModel, texts: list[str]) -> np.ndarray:
+        """As LearnedInjection scores: the whole text, then each sentence; the maximum."""
+        whole = self.vectors(texts)
+        out = np.array([model.probability(v, t) for v, t in zip(whole, texts, strict=True)])
+        for i, text in enumerate(texts):
+            parts = sentences(text)
+            if parts:
+                vs = self.vectors(parts)
+                out[i] = max(
+                    out[i], *(model.probability(v, p) for v, p in zip(vs, parts, strict=True))
+                )
+        return out
+
+
+def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
+    offtopic = np.array([e.label == 0 and e.group == "offtopic" and e.lang == "en" for e in train])
+    customer = np.array([e.group == "customer" for e in train])
+    for threshold in np.round(np.arange(0.30, 0.995, 0.01), 2):
+        if (
+            np.mean(scores[offtopic] >= threshold) <= MAX_FP_OFFTOPIC
+            and np.mean(scores[customer] >= threshold) <= MAX_FP_CUSTOMER
+        ):
+            return float(threshold)
+    return None
+
+
+def fit_injection(scorer: Scorer) -> tuple[LinearModel, list[Example]]:
+    train, test = training_data()
+    texts = [e.text for e in train]
+    labels = np.array([e.label for e in train], dtype=np.float64)
+    folds = np.array_split(np.random.default_rng(0).permutation(len(train)), FOLDS)
+    en_pos = np.array([e.label == 1 and e.lang == "en" for e in train])
+    best: tuple[float, float, float, float, float] | None = None  # recall, -l2, l2, w, th
+    for l2 in GRID_L2:
+        for weight in GRID_NGRAM:
+            oof = np.zeros(len(train))
+            for fold in folds:
+                keep = np.ones(len(train), dtype=bool)
+                keep[fold] = False
+                model = scorer.fit(
+                    [texts[i] for i in np.flatnonzero(keep)], labels[keep], l2, weight
+                )
+                oof[fold] = scorer.score(model, [texts[i] for i in fold])
+            threshold = choose_threshold(oof, train)
+            if threshold is None:
+                print(f"  l2 {l2} ngram {weight}: no threshold meets the false-positive caps")
+                continue
+            recall = float(np.mean(oof[en_pos] >= threshold))
+            print(
+                f"  l2 {l2} ngram {weight}: threshold {threshold:.2f}, OOF English recall {recall:.3f}"
+            )
+            if best is None or (recall, -l2) > (best[0], best[1]):
+                best = (recall, -l2, l2, weight, threshold)
+    if best is None:
+        sys.exit("no configuration meets the false-positive caps")
+    recall, _, l2, weight, threshold = best
+    final = scorer.fit(texts, labels, l2, weight)
+    digest = hashlib.sha256("\x00".join(f"{e.label}{e.text}" for e in train).encode()).hexdigest()
+    about = {
+        "fit": "scripts/fit_guards.py",
+        "train_examples": len(train),
+        "train_digest": digest[:16],
+        "l2": l2,
+        "ngram_weight": weight,
+        "oof_english_recall": round(recall, 4),
+        "caps": {"offtopic_en": MAX_FP_OFFTOPIC, "customer": MAX_FP_CUSTOMER},
+    }
+    model = model_from_weights(
+        np.concatenate([final.dense, final.sparse, [final.bias]]),
+        final.vocab,
+        weight,
+        threshold,
+        about,
+    )
+    return model, test
+
+
+def report_test(scorer: Scorer, model: LinearModel, test: list[Example]) -> None:
+    """The held-out split, this classifier alone (scripts/score_guards.py scores the guard)."""
+    scores = scorer.score(model, [e.text for e in test])
+    for lang in ("en", "de"):
+        rows = [(s, e) for s, e in zip(scores, test, strict=True) if e.lang == lang]
+        pos = [s >= model.threshold for s, e in rows if e.label == 1]
+        neg = [s >= model.threshold for s, e in rows if e.label == 0]
+        print(
+            f"  test {lang}: recall {sum(pos)}/{len(pos)}, false positives {sum(neg)}/{len(neg)} "
+            "(classifier alone)"
+        )
+
+
+#: Weight grid of the passage score (instruction - relevance + these terms), and the margin
+#: above the highest clean sentence.
+GRID_KB = (0.0, 0.25, 0.5)
+GRID_FIRST_PERSON = (0.0, 1.0, 2.0, 3.0)
+GRID_INJECTION = (0.0, 0.1, 0.2)
+GRID_REQUEST = (0.0, 0.1, 0.2, 0.3)
+PASSAGE_MARGIN = 0.03
+
+
+def our_kbs() -> dict[str, list[tuple[str, str]]]:
+    data = REPO / "datasets"
+    kbs = {
+        name: [(str(r["question"]), str(r["answer"])) for r in jsonl(data / name / "faq.jsonl")]
+        for name in ("ewallet", "telco", "gym")
+    }
+    docs = sorted((data / "insurance_docs" / "documents").glob("*.md"))
+    kbs["insurance_docs"] = [(e.title, e.text) for path in docs for e in document_entries(path)]
+    return kbs
+
+
+def passage_units() -> list[str]:
+    """What does not belong in a help-centre entry: our instruction exemplars, every attack
+    exemplar and red-team attack, and the deepset train split's injections (up to 40 words)."""
+    units = [*FOREIGN, *(t for _, texts in ATTACKS.values() for t in texts)]
+    units += [str(r["text"]) for r in jsonl(REPO / "datasets" / "redteam" / "attacks.jsonl")]
+    deepset = shared() / "adversarial" / "deepset_prompt_injections" / "labelled.jsonl"
+    units += [
+        str(r["text"])
+        for r in jsonl(deepset)
+        if r["split"] == "train" and r["label"] == 1 and len(str(r["text"]).split()) <= 40
+    ]
+    return list(dict.fromkeys(units))
+
+
+def fit_passage(injection: LinearModel) -> PassageModel:
+    embedder = load_embedder()
+    detector = ForeignSentences(
+        embedder,
+        PassageModel(np.zeros(len(FEATURES)), 1.0, {}),
+        LearnedInjection(embedder, injection),
+    )
+    kbs = our_kbs()
+    rng = np.random.default_rng(0)
+    rows: list[np.ndarray] = []
+    labels: list[int] = []
+    groups: list[str] = []
+    for name, entries in kbs.items():
+        titles = [t for t, _ in entries]
+        for _, features in detector.features(entries, titles):
+            rows += list(features)
+            labels += [0] * len(features)
+            groups += [name] * len(features)
+    names = sorted(kbs)
+    planted: dict[str, list[tuple[tuple[str, str], set[str]]]] = {n: [] for n in names}
+    for unit in passage_units():
+        for position in POSITIONS:
+            name = names[rng.integers(len(names))]
+            title, text = kbs[name][rng.integers(len(kbs[name]))]
+            planted[name].append(((title, plant(text, unit, position)), set(split_sentences(unit))))
+    for name, items in planted.items():
+        titles = [t for t, _ in kbs[name]]
+        results = detector.features([entry for entry, _ in items], titles, skip_exemplar=True)
+        for (_, mine), (parts, features) in zip(items, results, strict=True):
+            for sentence, row in zip(parts, features, strict=True):
+                if sentence in mine:
+                    rows.append(row)
+                    labels.append(1)
+                    groups.append(name)
+    x, y, g = np.array(rows), np.array(labels), np.array(groups)
+    print(f"  {int((y == 0).sum())} clean sentences, {int(y.sum())} planted, {len(kbs)} KBs")
+    best: tuple[float, np.ndarray] | None = None
+    grid = itertools.product(GRID_KB, GRID_FIRST_PERSON, GRID_INJECTION, GRID_REQUEST)
+    for w_kb, w_first, w_inj, w_req in grid:
+        weights = np.array([w_inj, 1.0, -1.0, -w_kb, w_first, w_req])
+        score = x @ weights
+        false_pos, caught = 0, []
+        for name in names:  # threshold from three KBs, judged on the fourth
+            threshold = float(score[(g != name) & (y == 0)].max()) + PASSAGE_MARGIN
+            false_pos += int(np.sum((g == name) & (y == 0) & (score >= threshold)))
+            caught.append(float(np.mean(score[(g == name) & (y == 1)] >= threshold)))
+        print(
+            f"  kb {w_kb} first-person {w_first} injection {w_inj} request {w_req}: "
+            f"leave-one-KB-out false positives {false_pos}, caught {np.mean(caught):.3f}"
+        )
+        if false_pos == 0 and (best is None or np.mean(caught) > best[0]):
+            best = (float(np.mean(caught)), weights)
+    if best is None:
+        sys.exit("no passage weights keep every held-out KB clean")
+    recall, weights = best
+    score = x @ weights
+    threshold = float(score[y == 0].max()) + PASSAGE_MARGIN
+    about = {
+        "fit": "scripts/fit_guards.py",
+        "clean_sentences": int((y == 0).sum()),
+        "planted_sentences": int(y.sum()),
+        "leave_one_kb_out_caught": round(recall, 4),
+        "in_sample_caught": round(float(np.mean(score[y == 1] >= threshold)), 4),
+        "margin": PASSAGE_MARGIN,
+        "weights": {f: float(w) for f, w in zip(FEATURES, weights, strict=True)},
+    }
+    print(f"  chosen {about}, threshold {threshold:.3f}")
+    return PassageModel(weights, threshold, about)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
+    parser.add_argument("--passage", action="store_true", help="only the passage model")
+    args = parser.parse_args()
+    if args.passage:
+        injection = LinearModel.load(INJECTION_MODEL)
+    else:
+        scorer = Scorer()
+        print("== injection classifier (5-fold grid on the train split and our data)")
+        injection, test = fit_injection(scorer)
+        print(f"  chosen: {injection.about}, threshold {injection.threshold:.2f}")
+        report_test(scorer, injection, test)
+        if not args.dry_run:
+            print(f"  wrote {injection.save(INJECTION_MODEL)}")
+    print("== passage model (leave-one-KB-out on our KBs, planted sentences)")
+    passage = fit_passage(injection)
+    if not args.dry_run:
+        print(f"  wrote {passage.save(PASSAGE_MODEL)}")
+
+
+if __name__ == "__main__":
+    main()
