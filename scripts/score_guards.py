@@ -134,6 +134,35 @@ def load_xstest(root: Path) -> list[Row] | None:
         ]
 
 
+def score_deepset(root: Path, guard: InputGuard, show_misses: bool) -> None:
+    """deepset/prompt-injections, TEST split only (the learned classifier is fit on the train
+    split, scripts/fit_guards.py): the whole input guard's recall on injections and false
+    positives on benign rows, per language."""
+    path = root / "adversarial" / "deepset_prompt_injections" / "labelled.jsonl"
+    if not path.exists():
+        print(f"\n== deepset prompt injections: skipped (not found under {root})")
+        return
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    test = [r for r in rows if r["split"] == "test"]
+    print(f"\n== deepset prompt injections, held-out test split ({len(test)} of {len(rows)} rows)")
+    for lang in ("en", "de", "other"):
+        mine = [r for r in test if (r["lang"] if r["lang"] in ("en", "de") else "other") == lang]
+        found = [(r, guard.check(r["text"], 100_000)) for r in mine]
+        pos = [f is not None for r, f in found if r["label"] == 1]
+        neg = [(r, f) for r, f in found if r["label"] == 0 and f is not None]
+        negatives = sum(r["label"] == 0 for r in mine)
+        print(
+            f"  {lang:<5} recall {sum(pos)}/{len(pos)} ({100 * sum(pos) / max(len(pos), 1):.1f}%), "
+            f"false positives {len(neg)}/{negatives} ({100 * len(neg) / max(negatives, 1):.1f}%)"
+        )
+        for r, f in neg:
+            print(f"    FALSE POSITIVE {f.reason.value} ({f.rule}): {short(r['text'])}")
+        if show_misses:
+            for r, f in found:
+                if r["label"] == 1 and f is None:
+                    print(f"    MISS: {short(r['text'])}")
+
+
 def load_ng12(root: Path) -> list[Row] | None:
     path = root / "seeds" / "ng12" / "adversarial_chat_inputs.json"
     if not path.exists():
@@ -445,6 +474,7 @@ def main() -> None:
     guard = InputGuard()
     score_redteam(guard, args.show_misses)
     score_passages(root)
+    score_deepset(root, guard, args.show_misses)
     all_texts: list[str] = []
     loaders = (
         ("TNGD golden set (block/allow)", load_tngd),
