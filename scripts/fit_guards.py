@@ -17,14 +17,15 @@ with <= 1% of English deepset benign rows and <= 0.5% of our customer questions 
 among (l2, n-gram weight) the best out-of-fold recall on English injections wins (ties: the
 stronger l2). The TEST split is scored once, after the choice, and only reported.
 
-The passage model (`guards/foreign.py`: does a sentence belong in its KB entry?) is fit on our
-own KBs: every sentence of the e-wallet, telco and gym FAQs and the insurance documents
-(clean) against sentences planted into their entries at the start, middle or end: the
-instruction and attack exemplars (config/exemplars/attacks.py, each left out of its own
-similarity feature), the red-team attacks and the deepset train split's injections. The score
-is instruction similarity minus relevance to the entry, plus a grid of weights (KB topic,
-first person, injection probability); the weights kept are those whose threshold taken from
-three KBs flags no clean sentence of the fourth, with the best catch; the threshold sits just
+The passage model (`guards/foreign.py`: does a sentence belong in its KB entry?) is fit on
+clean KBs: every sentence of our e-wallet, telco and gym FAQs and insurance documents, and of
+the public TNGD and GuidelineIQ seeds (covidfaq stays held out), against sentences planted
+into their entries at the start, middle or end: the instruction and attack exemplars
+(config/exemplars/attacks.py, each left out of its own similarity feature), the red-team
+attacks and the deepset train split's injections. The score is instruction similarity minus
+relevance to the entry, plus a grid of weights (KB topic, first person, injection
+probability, request); the weights kept are those whose threshold taken from the other KBs
+flags no clean sentence of the KB left out, with the best catch; the threshold sits just
 above every clean sentence. The public
 indirect-injection payloads are never used here (scripts/poison_eval.py plants them).
 """
@@ -65,7 +66,7 @@ from guardrag.core.guards.learned import (  # noqa: E402
     model_from_weights,
     sentences,
 )
-from guardrag.core.kb.chunking import document_entries  # noqa: E402
+from guardrag.core.kb.readers import load_entries  # noqa: E402
 
 INJECTION_FAMILIES = {
     "direct_injection",
@@ -242,21 +243,26 @@ def report_test(scorer: Scorer, model: LinearModel, test: list[Example]) -> None
 #: Weight grid of the passage score (instruction - relevance + these terms), and the margin
 #: above the highest clean sentence.
 GRID_KB = (0.0, 0.25, 0.5)
-GRID_FIRST_PERSON = (0.0, 1.0, 2.0, 3.0)
-GRID_INJECTION = (0.0, 0.1, 0.2)
+GRID_FIRST_PERSON = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)
+GRID_INJECTION = (0.0, 0.1, 0.2, 0.3, 0.4)
 GRID_REQUEST = (0.0, 0.1, 0.2, 0.3)
 PASSAGE_MARGIN = 0.03
 
 
 def our_kbs() -> dict[str, list[tuple[str, str]]]:
+    """Clean KBs: ours (e-wallet, telco, gym FAQs, insurance documents) and the public seeds
+    TNGD and GuidelineIQ (../shared/data/seeds; covidfaq stays held out)."""
     data = REPO / "datasets"
-    kbs = {
-        name: [(str(r["question"]), str(r["answer"])) for r in jsonl(data / name / "faq.jsonl")]
-        for name in ("ewallet", "telco", "gym")
+    sources = {name: [data / name / "faq.jsonl"] for name in ("ewallet", "telco", "gym")}
+    sources["insurance_docs"] = sorted((data / "insurance_docs" / "documents").glob("*.md"))
+    sources["tngd"] = [shared() / "seeds" / "tngd-faq" / "sample.json"]
+    sources["guideline_iq"] = [shared() / "seeds" / "guideline-iq" / "finance_guidelines.jsonl"]
+    missing = [str(p) for paths in sources.values() for p in paths if not p.exists()]
+    if missing:
+        sys.exit(f"the passage fit needs {', '.join(missing)}")
+    return {
+        name: [(e.title, e.text) for e in load_entries(paths)[0]] for name, paths in sources.items()
     }
-    docs = sorted((data / "insurance_docs" / "documents").glob("*.md"))
-    kbs["insurance_docs"] = [(e.title, e.text) for path in docs for e in document_entries(path)]
-    return kbs
 
 
 def passage_units() -> list[str]:
@@ -315,7 +321,7 @@ def fit_passage(injection: LinearModel) -> PassageModel:
         weights = np.array([w_inj, 1.0, -1.0, -w_kb, w_first, w_req])
         score = x @ weights
         false_pos, caught = 0, []
-        for name in names:  # threshold from three KBs, judged on the fourth
+        for name in names:  # threshold from the other KBs, judged on this one
             threshold = float(score[(g != name) & (y == 0)].max()) + PASSAGE_MARGIN
             false_pos += int(np.sum((g == name) & (y == 0) & (score >= threshold)))
             caught.append(float(np.mean(score[(g == name) & (y == 1)] >= threshold)))

@@ -17,10 +17,11 @@ sentence of each entry (FAQ answer or document chunk) is embedded once and descr
 
 Its score is instruction - relevance, plus weighted kb, first_person and injection terms: the
 sentence is nearer to the instructions than to its own entry. The weights and the threshold
-are fit by `scripts/fit_guards.py` on our own KBs (e-wallet, telco, gym, insurance documents),
-every clean sentence against sentences planted at the start, middle or end of their entries:
-the threshold sits just above every clean sentence, and the weights are those whose threshold,
-taken from three KBs, flagged no clean sentence of the fourth. Position does not matter: each
+are fit by `scripts/fit_guards.py` on clean KBs (our e-wallet, telco, gym, insurance documents;
+the public TNGD and GuidelineIQ seeds), every clean sentence against sentences planted at the
+start, middle or end of their entries: the threshold sits just above every clean sentence, and
+the weights are those whose threshold, taken from the other KBs, flagged no clean sentence of
+the KB left out. Position does not matter: each
 sentence is scored on its own, in its entry's context.
 """
 
