@@ -137,7 +137,7 @@ def load_xstest(root: Path) -> list[Row] | None:
 def score_deepset(root: Path, guard: InputGuard, show_misses: bool) -> None:
     """deepset/prompt-injections, TEST split only (the learned classifier is fit on the train
     split, scripts/fit_guards.py): the whole input guard's recall on injections and false
-    positives on benign rows, per language."""
+    positives on benign rows, per language (content rules: no length limit)."""
     path = root / "adversarial" / "deepset_prompt_injections" / "labelled.jsonl"
     if not path.exists():
         print(f"\n== deepset prompt injections: skipped (not found under {root})")
@@ -150,17 +150,16 @@ def score_deepset(root: Path, guard: InputGuard, show_misses: bool) -> None:
         found = [(r, guard.check(r["text"], 100_000)) for r in mine]
         pos = [f is not None for r, f in found if r["label"] == 1]
         neg = [(r, f) for r, f in found if r["label"] == 0 and f is not None]
+        missed = [r for r, f in found if r["label"] == 1 and f is None]
         negatives = sum(r["label"] == 0 for r in mine)
         print(
             f"  {lang:<5} recall {sum(pos)}/{len(pos)} ({100 * sum(pos) / max(len(pos), 1):.1f}%), "
             f"false positives {len(neg)}/{negatives} ({100 * len(neg) / max(negatives, 1):.1f}%)"
         )
-        for r, f in neg:
-            print(f"    FALSE POSITIVE {f.reason.value} ({f.rule}): {short(r['text'])}")
-        if show_misses:
-            for r, f in found:
-                if r["label"] == 1 and f is None:
-                    print(f"    MISS: {short(r['text'])}")
+        for r, hit in neg:
+            print(f"    FALSE POSITIVE {hit.reason.value} ({hit.rule}): {short(r['text'])}")
+        for r in missed if show_misses else []:
+            print(f"    MISS: {short(r['text'])}")
 
 
 def load_ng12(root: Path) -> list[Row] | None:
