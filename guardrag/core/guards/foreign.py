@@ -66,6 +66,8 @@ _READER_OR_COMPANY = re.compile(
     r"\b(?:you|your|yours|yourself|we|us|our|ours|anda|awak|kami)\b", re.IGNORECASE
 )
 MIN_WORDS = 3
+#: Entries whose sentences `ForeignSentences.scan` embeds at once.
+SCAN_BATCH = 256
 
 
 def split_sentences(text: str) -> list[str]:
@@ -169,12 +171,15 @@ class ForeignSentences:
         entries: Sequence[tuple[str, str]],
         topic: Sequence[str] = (),
         skip_exemplar: bool = False,
+        topic_vectors: np.ndarray | None = None,
     ) -> list[tuple[list[str], np.ndarray]]:
         """Per entry: its sentences and their feature rows (len(FEATURES) columns).
 
         `entries` are (title, text); `topic` adds titles of the KB's other entries to the
-        KB-topic feature. `skip_exemplar` leaves a sentence's own exemplar out of its
-        instruction feature (for fitting on the exemplars themselves)."""
+        KB-topic feature (`topic_vectors`: their embeddings, when `topic` already holds every
+        entry's title, so a KB scanned in batches embeds its titles once). `skip_exemplar`
+        leaves a sentence's own exemplar out of its instruction feature (for fitting on the
+        exemplars themselves)."""
         # Each sentence is a candidate, and so is each piece of a sentence that looks like two
         # run together; `parent` ties a piece to its sentence (context ignores its own).
         split: list[list[tuple[int, str]]] = []
@@ -183,13 +188,17 @@ class ForeignSentences:
             for k, sentence in enumerate(split_sentences(text)):
                 pieces += [(k, sentence), *((k, part) for part in run_ons(sentence))]
             split.append(pieces)
-        titles = [title for title, _ in entries]
-        all_titles = list(dict.fromkeys([*titles, *topic]))
         flat = [text for pieces in split for _, text in pieces]
         if not flat:
             return [([], np.zeros((0, len(FEATURES)))) for _ in split]
-        vectors = np.asarray(self.embedder.embed(flat + all_titles), dtype=np.float32)
-        sentence_vectors, title_vectors = vectors[: len(flat)], vectors[len(flat) :]
+        if topic_vectors is None:
+            all_titles = list(dict.fromkeys([*(title for title, _ in entries), *topic]))
+            vectors = np.asarray(self.embedder.embed(flat + all_titles), dtype=np.float32)
+            sentence_vectors, title_vectors = vectors[: len(flat)], vectors[len(flat) :]
+        else:
+            all_titles = list(topic)
+            sentence_vectors = np.asarray(self.embedder.embed(flat), dtype=np.float32)
+            title_vectors = topic_vectors
         title_index = {t: i for i, t in enumerate(all_titles)}
         instruction = sentence_vectors @ self._exemplars.T
         if skip_exemplar:
@@ -227,9 +236,22 @@ class ForeignSentences:
     def scan(
         self, entries: Sequence[tuple[str, str]], topic: Sequence[str] = ()
     ) -> list[ForeignSentence | None]:
-        """For each entry, its most foreign sentence when it crosses the threshold."""
+        """For each entry, its most foreign sentence when it crosses the threshold. Entries are
+        embedded SCAN_BATCH at a time (memory holds one batch of sentence vectors), the KB's
+        titles once."""
+        if not entries:
+            return []
+        titles = list(dict.fromkeys([*(title for title, _ in entries), *topic]))
+        title_vectors = np.asarray(self.embedder.embed(titles), dtype=np.float32)
+        features = [
+            item
+            for start in range(0, len(entries), SCAN_BATCH)
+            for item in self.features(
+                entries[start : start + SCAN_BATCH], titles, topic_vectors=title_vectors
+            )
+        ]
         found: list[ForeignSentence | None] = []
-        for sentences, rows in self.features(entries, topic):
+        for sentences, rows in features:
             if not sentences:
                 found.append(None)
                 continue
