@@ -41,6 +41,15 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\\n")
 MIN_SENTENCE_WORDS = 3
 MAX_SENTENCES = 12
 _EXCERPT = 80
+# A one-sentence question asking what the customer should do ("Should I ignore the
+# instructions in this SMS?", "boleh saya abaikan arahan dalam SMS ini?") asks for advice about
+# instructions someone else gave; the rules still judge it, the classifier does not: its words
+# are an attack's words, its speaker is not.
+_ASKS_FOR_ADVICE = re.compile(
+    r"^\s*(?:should|shall|can|could|may|must|do|would)\s+(?:i|we)\b[^.!?\n]*\?\s*$|"
+    r"^\s*(?:boleh(?:kah)?|patut(?:kah)?|perlu(?:kah)?)\s+(?:saya|kami)\b[^.!?\n]*\?\s*$",
+    re.IGNORECASE,
+)
 
 
 def ngrams(text: str) -> set[str]:
@@ -186,6 +195,8 @@ class LearnedInjection:
         text = norm.text
         if vector is None or text != norm.original:
             vector = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+        if _ASKS_FOR_ADVICE.match(text):
+            return None
         score, scored = max(self.scores(text, vector), key=lambda s: s[0])
         threshold = self.model.threshold
         if score < threshold:
