@@ -85,6 +85,13 @@ def run_ons(sentence: str) -> list[str]:
     return parts if len(parts) > 1 else []
 
 
+def says_one_thing(text: str) -> bool:
+    """An entry of a single sentence (not two run together): nothing in it for a sentence to be
+    foreign to. Its words are the entry; the passage rules and the invariants still judge it."""
+    parts = [p for p in _SPLIT.split(INVISIBLE.sub("", text)) if p.strip()]
+    return len(parts) == 1 and not run_ons(parts[0])
+
+
 def request(sentence: str) -> float:
     """1.0 when the sentence opens as a request and names neither the reader nor the company
     ("Please note your limit resets daily" names the reader: help text)."""
@@ -236,9 +243,20 @@ class ForeignSentences:
     def scan(
         self, entries: Sequence[tuple[str, str]], topic: Sequence[str] = ()
     ) -> list[ForeignSentence | None]:
-        """For each entry, its most foreign sentence when it crosses the threshold. Entries are
-        embedded SCAN_BATCH at a time (memory holds one batch of sentence vectors), the KB's
-        titles once."""
+        """For each entry of more than one sentence, its most foreign sentence when it crosses
+        the threshold. Entries are embedded SCAN_BATCH at a time (memory holds one batch of
+        sentence vectors), the KB's titles once."""
+        if not entries:
+            return []
+        several = [i for i, (_, text) in enumerate(entries) if not says_one_thing(text)]
+        found: list[ForeignSentence | None] = [None] * len(entries)
+        for i, hit in zip(several, self._scan([entries[i] for i in several], topic), strict=True):
+            found[i] = hit
+        return found
+
+    def _scan(
+        self, entries: Sequence[tuple[str, str]], topic: Sequence[str]
+    ) -> list[ForeignSentence | None]:
         if not entries:
             return []
         titles = list(dict.fromkeys([*(title for title, _ in entries), *topic]))
