@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -11,6 +11,9 @@ from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Verdict
 from guardrag.core.kb.calibration import Calibration
 from guardrag.graph.context import Services
+
+if TYPE_CHECKING:
+    from guardrag.core.guards.finding import GuardFinding
 
 NodeRuntime = Runtime[Services]
 
@@ -49,6 +52,23 @@ def refuse_with(
     stage = stage or decision.node
     refusal = Refusal(reason=reason, stage=stage, kind=REASON_KIND[reason], message="")
     return {"refusal": refusal, "trail": [decision], **update}
+
+
+def guard_refusal(
+    node: str, finding: GuardFinding, reason: RefusalReason | None = None, **detail: Any
+) -> dict[str, Any]:
+    """The refusal of a guard's finding: its rule, score and threshold in the trail (`detail`
+    entries that are empty are left out), typed with `reason` or the finding's own."""
+    decision = decide(
+        node,
+        "block",
+        finding.rule,
+        finding.score,
+        finding.threshold,
+        detail=finding.detail,
+        **{k: v for k, v in detail.items() if v},
+    )
+    return refuse_with(reason or finding.reason, decision)
 
 
 def faq_threshold(run: RunConfig, runtime: NodeRuntime, kb: str) -> tuple[float, str]:

@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.contract import RefusalReason
 from guardrag.core.embedder import Embedder
 from guardrag.graph.state import PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import NodeRuntime, decide, guard_refusal, knobs, refuse_with
 
 NODE = "moderate_input"
 #: Without its embedding a question can be neither screened semantically nor looked up.
@@ -62,10 +62,7 @@ def _moderate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime
     vector = _embed(services.embedder, question) if embeddable else None
     finding = services.input_guard.check(question, max_chars=limit, vector=vector)
     if finding is not None:
-        decision = decide(
-            NODE, "block", finding.rule, finding.score, finding.threshold, detail=finding.detail
-        )
-        return refuse_with(finding.reason, decision)
+        return guard_refusal(NODE, finding)
     assert vector is not None  # the guard refuses empty and over-long input
     masked = (
         services.input_guard.redact(question) if services.input_guard.pii == "redact" else question
@@ -90,14 +87,5 @@ def screen_follow_up(
             state["question"], history[-1]["question"], knobs(config).max_input_chars
         )
         if finding is not None:
-            decision = decide(
-                NODE,
-                "block",
-                finding.rule,
-                finding.score,
-                finding.threshold,
-                detail=finding.detail,
-                screened="the follow-up with the previous question",
-            )
-            return refuse_with(finding.reason, decision)
+            return guard_refusal(NODE, finding, screened="the follow-up with the previous question")
     return moderate_input({**state, "question": standalone}, config, runtime)

@@ -30,7 +30,7 @@ from guardrag.core.guards.passages import scan_passage
 from guardrag.core.kb.holdback import hold_back_served
 from guardrag.core.kb.quarantine import ALLOWED, Hold
 from guardrag.graph.state import Candidate, PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, refuse_with
+from guardrag.nodes.common import NodeRuntime, decide, guard_refusal
 
 NODE = "moderate_output"
 log = logging.getLogger("guardrag.nodes")
@@ -97,13 +97,8 @@ def moderate_output(
 
 
 def _block(finding: GuardFinding, **detail: Any) -> dict[str, Any]:
-    decision = decide(
-        NODE,
-        "block",
-        finding.rule,
-        finding.score,
-        finding.threshold,
-        detail=finding.detail,
-        **{k: v for k, v in detail.items() if v},
-    )
-    return refuse_with(RefusalReason.UNSAFE_OUTPUT, decision, answer="", citations=[])
+    return {
+        **guard_refusal(NODE, finding, RefusalReason.UNSAFE_OUTPUT, **detail),
+        "answer": "",
+        "citations": [],
+    }
