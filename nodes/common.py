@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from guardrag.core.guards.finding import GuardFinding
 
 NodeRuntime = Runtime[Services]
+#: Completion cap of a model call that rewrites a question (contextualize, rephrase): a question
+#: is one line (~50 tokens at most); the cap bounds a model that starts answering instead.
+QUESTION_MAX_TOKENS = 64
 
 
 def knobs(config: RunnableConfig) -> RunConfig:

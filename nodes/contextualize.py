@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
 from guardrag.graph.state import PipelineState, Turn
-from guardrag.nodes.common import NodeRuntime, decide
+from guardrag.nodes.common import QUESTION_MAX_TOKENS, NodeRuntime, decide
 from guardrag.nodes.moderate_input import screen_follow_up
 
 NODE = "contextualize"
@@ -82,7 +82,7 @@ def _rewrite(
             HumanMessage(prompts.REWRITE_USER.format(history=transcript, question=question)),
         ]
         try:
-            reply = model.invoke(messages, config)
+            reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
             rewritten = _clean(reply.content if isinstance(reply.content, str) else "")
             if rewritten:
                 return rewritten, "llm"

@@ -24,7 +24,7 @@ from guardrag.contract import RefusalReason
 from guardrag.core.text import normalise
 from guardrag.graph.state import PipelineState
 from guardrag.nodes.classify import gate
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import QUESTION_MAX_TOKENS, NodeRuntime, decide, knobs, refuse_with
 from guardrag.nodes.moderate_input import moderate_input
 
 NODE = "rephrase"
@@ -97,7 +97,7 @@ def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tup
         HumanMessage(prompts.REPHRASE_USER.format(question=question)),
     ]
     try:
-        reply = model.invoke(messages, config)
+        reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
     except Exception as exc:  # the earlier decision stands; the trail says why
         log.warning("rephrase: model call failed (%s)", type(exc).__name__)
         return "", f"model call failed: {type(exc).__name__}"
