@@ -79,6 +79,17 @@ def serve(env: dict[str, str], *args: str, ready_s: float = 180) -> Iterator[str
         server.wait(timeout=30)
 
 
+def require_installed(settings: Settings) -> None:
+    """Skip without the local model these settings name; fail when the run requires it
+    (`make test` sets GUARDRAG_REQUIRE_LOCAL_LLM=1 after `make llm`)."""
+    problem = local_llm.install_problem(settings)
+    if problem:
+        message = f"local model not installed ({problem}); `make llm` installs it"
+        if REQUIRE_MODEL:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 def installed_model() -> Settings:
     """Settings naming the installed local model (where `make llm` put it, or
     GUARDRAG_LLM_MODEL_DIR); skips, or fails when the model is required, without one."""
@@ -88,12 +99,7 @@ def installed_model() -> Settings:
         llm_local_model=installed.llm_local_model,
         llm_model_dir=model_path(installed).parent,
     )
-    problem = local_llm.install_problem(settings)
-    if problem:
-        message = f"local model not installed ({problem}); `make llm` installs it"
-        if REQUIRE_MODEL:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_installed(settings)
     return settings
 
 

@@ -20,7 +20,8 @@ from guardrag.core.llm.models import model_path
 from guardrag.core.store import VectorStore
 from tests.conftest import KB
 from tests.openai_stub import OpenAIStub
-from tests.test_local_llm import REQUIRE_MODEL, TO_GENERATION, generated_question, settings_for
+from tests.real_model import require_installed
+from tests.test_local_llm import TO_GENERATION, generated_question, settings_for
 
 if TYPE_CHECKING:
     from guardrag.faces.service import Guardrag
@@ -126,12 +127,7 @@ def local_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting
         llm_model_dir=model_path(installed).parent,
         llm_timeout_s=300,
     )
-    problem = local_llm.install_problem(settings)
-    if problem:
-        message = f"local model not installed ({problem}); `make llm` installs it"
-        if REQUIRE_MODEL:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_installed(settings)
     yield settings
     local_llm.stop_all()
 

@@ -22,7 +22,8 @@ from guardrag.core.llm.structured import (
     with_json_instruction,
 )
 from tests.openai_stub import OpenAIStub
-from tests.test_local_llm import REQUIRE_MODEL, settings_for
+from tests.real_model import require_installed
+from tests.test_local_llm import settings_for
 
 PASSAGES = (
     "[1] Top-ups by bank transfer arrive within 2 hours.\n"
@@ -54,12 +55,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StructuredLLM]:
         llm_model_dir=model_path(installed).parent,
         llm_timeout_s=300,
     )
-    problem = local_llm.install_problem(settings)
-    if problem:
-        message = f"local model not installed ({problem}); `make llm` installs it"
-        if REQUIRE_MODEL:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_installed(settings)
     llm = StructuredLLM.from_settings(settings)
     try:
         yield llm

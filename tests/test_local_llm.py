@@ -45,6 +45,7 @@ from guardrag.faces.cli.llm import llm_app
 from guardrag.faces.eval.evaluate import load_cases
 from guardrag.faces.service import Guardrag
 from tests.conftest import KB, SAMPLE_FAQ
+from tests.real_model import require_installed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -555,10 +556,6 @@ def test_cli_status_shows_the_running_local_server(
 # --- the real model, end to end -------------------------------------------------------------------
 
 
-#: `make test` sets this: the real model was installed by `make llm`, so a missing one is a failure.
-REQUIRE_MODEL = os.environ.get("GUARDRAG_REQUIRE_LOCAL_LLM") == "1"
-
-
 @pytest.fixture
 def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardrag]:
     """The real pipeline on the sample KB with the installed local model behind it."""
@@ -570,12 +567,7 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
         llm_timeout_s=120,
         llm_max_retries=0,
     )
-    problem = local_llm.install_problem(settings)
-    if problem:
-        message = f"local model not installed ({problem}); `make llm` installs it"
-        if REQUIRE_MODEL:
-            pytest.fail(message)
-        pytest.skip(message)
+    require_installed(settings)
     from guardrag.core.kb.ingest import ingest
     from guardrag.core.store import open_store
     from guardrag.faces.service import build_services
