@@ -84,7 +84,11 @@ class Settings(BaseSettings):
     )
     llm_model: str = Field("gpt-4o-mini", description="Chat model name at that endpoint.")
     llm_api_key: SecretStr | None = Field(None, description="API key for the LLM endpoint.")
-    llm_timeout_s: float = Field(30.0, gt=0, description="Per-call LLM timeout in seconds.")
+    llm_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Per-call LLM timeout in seconds (the bundled local model: 120 unless set).",
+    )
     llm_max_retries: int = Field(2, ge=0, le=10, description="LLM retries with backoff.")
     llm_local: bool = Field(
         True,
