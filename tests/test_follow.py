@@ -152,7 +152,7 @@ def test_the_publisher_waits_out_a_copy_in_progress(tmp_path: Path) -> None:
     published = tmp_path / "published"
     EdgeStore(published).publish(KB, make_points(FAQ), info("s1"))  # closed: nothing open
     [shard] = [p for p in (published / "kbs" / KB / SHARDS).iterdir() if p.is_dir()]
-    fd = follow._shared_flock(shard / "wal")  # what a follower holds while it copies
+    fd = follow._try_flock(shard / "wal", create=False, shared=True)  # a follower copying it
     assert fd is not None
     threading.Timer(0.5, os.close, (fd,)).start()
     store = EdgeStore(published)

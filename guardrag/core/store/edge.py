@@ -164,14 +164,15 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
         os.close(dir_fd)
 
 
-def _try_flock(path: Path, create: bool) -> int | None:
-    """An fd holding an exclusive flock on path, or None if another holder has it (or it's gone)."""
+def _try_flock(path: Path, create: bool, shared: bool = False) -> int | None:
+    """An fd holding an exclusive (or `shared`) flock on path, or None if a holder's lock
+    excludes it (or the file is gone)."""
     try:
         fd = os.open(path, (os.O_RDWR | os.O_CREAT) if create else os.O_RDONLY, 0o644)
     except FileNotFoundError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError as exc:
         os.close(fd)
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):

@@ -41,6 +41,7 @@ from guardrag.core.store.edge import (
     SHARDS,
     EdgeStore,
     _publish_lock,
+    _try_flock,
     _write_atomic,
 )
 
@@ -51,22 +52,6 @@ POLL_S = 1.0
 #: How long a published shard may stay open elsewhere before the follower warns.
 WARN_AFTER_S = 10.0
 _INCOMING = ".incoming-"
-
-
-def _shared_flock(path: Path) -> int | None:
-    """An fd with a shared flock on path, or None while an engine holds it exclusively."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return None
-        raise
-    return fd
 
 
 def sparse_copy(src: str, dst: str) -> str:
@@ -228,7 +213,7 @@ class FollowingEdgeStore(EdgeStore):
         """A complete copy of the published shard beside (not in) this KB's shards, or None
         when it cannot be copied now."""
         source = self._source_kbs / kb / SHARDS / shard
-        fd = _shared_flock(source / "wal")
+        fd = _try_flock(source / "wal", create=False, shared=True)
         if fd is None:
             # Ingest itself reads a shard it just published (its calibration probes), so a
             # short wait is normal; a long one means something serves from the source.
