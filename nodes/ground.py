@@ -106,7 +106,7 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     ranked = state.get("candidates", [])
     fallback = (
         _fallback(report, ranked, passages, run, threshold)
-        if ranked and answers_in_kind(state["question"], dict(ranked[0].payload))
+        if ranked and answers_in_kind(state["question"], ranked[0].payload)
         else None
     )
     if fallback is not None:

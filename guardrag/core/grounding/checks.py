@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from guardrag.core.grounding.entities import entity_key, extract_entities
-from guardrag.core.grounding.evidence import Source, Unit, cite_label
+from guardrag.core.grounding.evidence import Part, Source, Unit, cite_label
 from guardrag.core.grounding.lexicon import content_words, negation_cues
 from guardrag.core.grounding.numbers import (
     Mention,
@@ -120,73 +119,29 @@ def _swap_problem(
     return ""
 
 
-#: A list of priced things: "fees apply to credit card top-ups (1.5%), cash top-ups (RM1),
-#: ATM withdrawals (RM1 local, RM10 plus 1% overseas) and ...". Items split at top-level commas,
-#: semicolons and "and"; a list has at least this many.
-MIN_LIST_ITEMS = 3
-_ITEM_BREAK_RE = re.compile(r"[,;]|\s(?:and|or)\s")
-_PARENTHESES_RE = re.compile(r"\([^()]*\)")
-
-
-@dataclass(frozen=True)
-class _Item:
-    number: int  # the passage
-    text: str
-    subject: frozenset[str]  # its content words outside parentheses, price words left out
-    mentions: tuple[Mention, ...]
-
-
-def _list_items(sources: Sequence[Source]) -> list[_Item]:
-    """The items of the passages' list sentences (a sentence of fewer items is no list)."""
-    items: list[_Item] = []
-    for src in sources:
-        for sentence in src.sentences:
-            parts = _top_level_split(sentence)
-            if len(parts) < MIN_LIST_ITEMS:
-                continue
-            for part in parts:
-                subject = content_words(_PARENTHESES_RE.sub(" ", part))
-                subject = {w for w in subject if w not in _PRICE_WORDS and w != "apply"}
-                items.append(
-                    _Item(
-                        src.passage.number, part, frozenset(subject), tuple(extract_mentions(part))
-                    )
-                )
-    return items
-
-
-def _top_level_split(sentence: str) -> list[str]:
-    """`sentence` split at list breaks outside parentheses."""
-    parts, depth, start = [], 0, 0
-    breaks = {m.start(): m.end() for m in _ITEM_BREAK_RE.finditer(sentence)}
-    for i, ch in enumerate(sentence):
-        depth += (ch == "(") - (ch == ")")
-        if depth == 0 and i in breaks and i >= start:
-            parts.append(sentence[start:i])
-            start = breaks[i]
-    parts.append(sentence[start:])
-    return [p for p in parts if p.strip()]
-
-
 def _listed_problem(claim: str, mentions: list[Mention], sources: Sequence[Source]) -> str:
     """A figure of one listed thing given for another: the claim names a thing the passage lists
     ("cash top-ups (RM1)") and gives it the figure of another item ("ATM withdrawals (RM1 local,
     RM10 plus 1% overseas)") whose name the claim never says."""
-    items = _list_items(sources)
+    items = [p for s in sources for p in s.parts if p.in_list]
     if not items:
         return ""
     said = content_words(number_text(claim))
+
+    def named(item: Part) -> frozenset[str]:
+        return item.subject - _PRICE_WORDS - {"apply"}  # "fees apply to" names nothing
+
     for m in mentions:
         if m.kind not in ("money", "percent"):
             continue
-        holders = [i for i in items if any(same_fact(m, x) for x in i.mentions)]
-        if not holders or any(not i.subject or i.subject & said for i in holders):
+        holders = [i for i in items if _holds(i.mentions, m)]
+        if not holders or any(not named(i) or named(i) & said for i in holders):
             continue  # the figure's own item is named (or nameless): nothing swapped
-        named = [i for i in items if i not in holders and i.subject & said]
-        if named:
+        others = [i for i in items if i not in holders and named(i) & said]
+        if others:
             return (
                 f"number {m.label()} is what passage [{holders[0].number}] gives for "
-                f"'{holders[0].text.strip()}', not for '{named[0].text.strip()}'"
+                f"'{holders[0].text.strip()}', not for '{others[0].text.strip()}'"
             )
     return ""
 
@@ -196,38 +151,26 @@ def _price_role_problem(claim: str, mentions: list[Mention], sources: Sequence[S
     top-ups is RM10 to RM500" where it says "cash top-ups are RM10 to RM500 per transaction, cost
     RM1 each" (the price is another part of the same sentence)."""
     norm = number_text(claim)
-    parts = [
-        (src.passage.number, part, tuple(extract_mentions(part)))
-        for src in sources
-        for sentence in src.sentences
-        for part in [*_top_level_split(sentence), ""]  # "" ends a sentence
-    ]
+    parts = [p for s in sources for p in s.parts]
     for m in mentions:
         if m.kind != "money" or not _priced(norm, m.start):
             continue
-        holders = [i for i, (_, _, found) in enumerate(parts) if _holds(found, m)]
-        if not holders or any(_FEE_RE.search(parts[i][1]) for i in holders):
+        holders = [p for p in parts if _holds(p.mentions, m)]
+        if not holders or any(_FEE_RE.search(p.text) for p in holders):
             continue
-        for i in holders:
-            number, held, _ = parts[i]
-            for _, price, found in _sentence_of(parts, i):
-                if _FEE_RE.search(price) and any(
-                    x.kind == "money" and not _holds(mentions, x) for x in found
+        for held in holders:
+            for price in parts:
+                if (
+                    (price.number, price.sentence) == (held.number, held.sentence)
+                    and price is not held
+                    and _FEE_RE.search(price.text)
+                    and any(x.kind == "money" and not _holds(mentions, x) for x in price.mentions)
                 ):
                     return (
-                        f"number {m.label()} is not a price in passage [{number}] "
-                        f"('{held.strip()}'); it prices '{price.strip()}'"
+                        f"number {m.label()} is not a price in passage [{held.number}] "
+                        f"('{held.text.strip()}'); it prices '{price.text.strip()}'"
                     )
     return ""
-
-
-def _sentence_of(
-    parts: list[tuple[int, str, tuple[Mention, ...]]], i: int
-) -> list[tuple[int, str, tuple[Mention, ...]]]:
-    """The other parts of part i's sentence (parts of a sentence run until an empty one)."""
-    start = max((j + 1 for j in range(i) if not parts[j][1]), default=0)
-    end = next(j for j in range(i, len(parts)) if not parts[j][1])
-    return [p for j, p in enumerate(parts[start:end], start) if j != i]
 
 
 def _priced(norm: str, at: int) -> bool:

@@ -3,6 +3,7 @@ numbers and names, and the units (a sentence, a passage, several passages) a cla
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -27,13 +28,58 @@ class Clause:
 
 
 @dataclass(frozen=True)
+class Part:
+    """A sentence's part between list breaks outside parentheses: "cash top-ups (RM1)" or "ATM
+    withdrawals (RM1 local, RM10 plus 1% overseas)" of a list of priced things."""
+
+    number: int  # the passage
+    sentence: int  # its sentence's index in the passage
+    text: str
+    subject: frozenset[str]  # content words outside parentheses: what the part is about
+    mentions: tuple[Mention, ...]
+    in_list: bool  # its sentence has at least MIN_LIST_ITEMS parts
+
+
+#: A sentence of this many parts or more is a list of things.
+MIN_LIST_ITEMS = 3
+_PART_BREAK_RE = re.compile(r"[,;]|\s(?:and|or)\s")
+_PARENTHESES_RE = re.compile(r"\([^()]*\)")
+
+
+def top_level_parts(sentence: str) -> list[str]:
+    """`sentence` split at commas, semicolons, "and" and "or" outside parentheses."""
+    parts, depth, start = [], 0, 0
+    breaks = {m.start(): m.end() for m in _PART_BREAK_RE.finditer(sentence)}
+    for i, ch in enumerate(sentence):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and i in breaks and i >= start:
+            parts.append(sentence[start:i])
+            start = breaks[i]
+    parts.append(sentence[start:])
+    return [p for p in parts if p.strip()]
+
+
+def _parts(number: int, sentences: Sequence[str]) -> tuple[Part, ...]:
+    out: list[Part] = []
+    for index, sentence in enumerate(sentences):
+        texts = top_level_parts(sentence)
+        for text in texts:
+            subject = frozenset(content_words(_PARENTHESES_RE.sub(" ", text)))
+            mentions = tuple(extract_mentions(text))
+            out.append(Part(number, index, text, subject, mentions, len(texts) >= MIN_LIST_ITEMS))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Source:
-    """One passage, pre-split: sentences (units), clauses (for number binding), facts."""
+    """One passage, pre-split: sentences (units), clauses (for number binding), parts (for
+    figures of listed things), facts."""
 
     passage: Passage
     sentences: tuple[str, ...]
     words: dict[str, frozenset[str]]  # content words of each sentence
     clauses: tuple[Clause, ...]
+    parts: tuple[Part, ...]
     mentions: tuple[Mention, ...]
     frequencies: frozenset[str]
     entities: frozenset[str]
@@ -60,6 +106,7 @@ def prepare(passage: Passage) -> Source:
         sentences=sentences,
         words={x: frozenset(content_words(x)) for x in sentences},
         clauses=tuple(clauses),
+        parts=_parts(passage.number, sentences),
         mentions=tuple(extract_mentions(passage.text)),
         frequencies=frozenset(frequencies(passage.text)),
         entities=frozenset(entity_index(passage.text)),
