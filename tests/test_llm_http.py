@@ -12,16 +12,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from guardrag.config.settings import Settings, load_settings
+from guardrag.config.settings import Settings
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.llm import local as local_llm
 from guardrag.core.llm.client import load_chat_model
-from guardrag.core.llm.models import model_path
 from guardrag.core.store import VectorStore
 from tests.conftest import KB
 from tests.openai_stub import OpenAIStub
-from tests.real_model import require_installed
-from tests.test_local_llm import TO_GENERATION, generated_question, settings_for
+from tests.test_local_llm import TO_GENERATION, generated_question, installed_settings
 
 if TYPE_CHECKING:
     from guardrag.faces.service import Guardrag
@@ -120,15 +118,7 @@ def test_dead_endpoint_is_llm_unavailable(
 @pytest.fixture(scope="module")
 def local_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """Settings whose chat model is the real bundled server (started on first use)."""
-    installed = load_settings()
-    settings = settings_for(
-        tmp_path_factory.mktemp("http"),
-        llm_local_model=installed.llm_local_model,
-        llm_model_dir=model_path(installed).parent,
-        llm_timeout_s=300,
-    )
-    require_installed(settings)
-    yield settings
+    yield installed_settings(tmp_path_factory.mktemp("http"), llm_timeout_s=300)
     local_llm.stop_all()
 
 

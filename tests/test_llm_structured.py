@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from guardrag.config.settings import load_settings
 from guardrag.core.llm import local as local_llm
 from guardrag.core.llm.client import Endpoint
-from guardrag.core.llm.models import model_path
 from guardrag.core.llm.structured import (
     EndpointError,
     StructuredLLM,
@@ -22,8 +20,7 @@ from guardrag.core.llm.structured import (
     with_json_instruction,
 )
 from tests.openai_stub import OpenAIStub
-from tests.real_model import require_installed
-from tests.test_local_llm import settings_for
+from tests.test_local_llm import installed_settings, settings_for
 
 PASSAGES = (
     "[1] Top-ups by bank transfer arrive within 2 hours.\n"
@@ -48,14 +45,7 @@ def user(text: str) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StructuredLLM]:
-    installed = load_settings()
-    settings = settings_for(
-        tmp_path_factory.mktemp("structured"),
-        llm_local_model=installed.llm_local_model,
-        llm_model_dir=model_path(installed).parent,
-        llm_timeout_s=300,
-    )
-    require_installed(settings)
+    settings = installed_settings(tmp_path_factory.mktemp("structured"), llm_timeout_s=300)
     llm = StructuredLLM.from_settings(settings)
     try:
         yield llm

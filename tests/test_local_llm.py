@@ -173,6 +173,20 @@ def make_server(command: Command, directory: Path, **options: float) -> LocalSer
     return LocalServer(command, directory, model=MODEL, **{**defaults, **options})  # type: ignore[arg-type]
 
 
+def installed_settings(data_dir: Path, **changes: object) -> Settings:
+    """`settings_for` naming the installed local model (where `make llm` put it); skips, or
+    fails when the run requires the model, without one."""
+    installed = load_settings()
+    settings = settings_for(
+        data_dir,
+        llm_local_model=installed.llm_local_model,
+        llm_model_dir=model_path(installed).parent,
+        **changes,
+    )
+    require_installed(settings)
+    return settings
+
+
 def settings_for(data_dir: Path, **changes: object) -> Settings:
     """Settings that ignore any GUARDRAG_* in the environment that would change the outcome."""
     values: dict[str, object] = {
@@ -559,15 +573,7 @@ def test_cli_status_shows_the_running_local_server(
 @pytest.fixture
 def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardrag]:
     """The real pipeline on the sample KB with the installed local model behind it."""
-    installed = load_settings()  # where `make llm` put the model
-    settings = settings_for(
-        tmp_path,
-        llm_local_model=installed.llm_local_model,
-        llm_model_dir=model_path(installed).parent,
-        llm_timeout_s=120,
-        llm_max_retries=0,
-    )
-    require_installed(settings)
+    settings = installed_settings(tmp_path, llm_timeout_s=120, llm_max_retries=0)
     from guardrag.core.kb.ingest import ingest
     from guardrag.core.store import open_store
     from guardrag.faces.service import build_services
