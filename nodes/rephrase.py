@@ -9,6 +9,12 @@ rewrite is a second probe, never an answer: it is screened by the input guard li
 question, then retrieved, and `rerank` answers verbatim only when both wordings land on the
 same entry (from the domain gate: when the rewrite alone is confident). When the model fails
 or its rewrite is unusable, the earlier stage's decision stands.
+
+The customer's own words passed the input guard; the rewrite is the model's. A rewrite that
+trips a guard rule is therefore never used and never held against the customer as an attack
+("ok thank you, bye" came back as "What did you say?", a prompt-extraction phrase): the
+question is refused with the earlier stage's own reason (out of domain, or not confidently
+found), and the trail names the rule the rewrite tripped, for the auditor.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
-from guardrag.contract import RefusalReason
+from guardrag.contract import Decision, RefusalReason
 from guardrag.core.text import normalise
 from guardrag.graph.state import PipelineState
 from guardrag.nodes.classify import gate
@@ -31,7 +37,7 @@ NODE = "rephrase"
 #: Longer replies are an answer or an essay, not a question.
 MAX_REPHRASED_CHARS = 200
 #: Input-guard findings on embedding similarity alone: when only the model's rewrite trips one,
-#: the rewrite is dropped rather than the customer refused (a rule finding still refuses).
+#: the rewrite is dropped and the first ranking goes on (a rule finding refuses, see above).
 SIMILARITY_ONLY = "semantic."
 log = logging.getLogger("guardrag.nodes")
 
@@ -45,11 +51,11 @@ def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     screened = moderate_input({**state, "question": rewrite}, config, runtime)
     said = decide(NODE, "pass", "asked again in plain words", rephrased=rewrite, asked_by=asked_by)
     if screened.get("refusal") is not None:  # the rewrite must pass the guards too
-        blocked = screened["trail"][-1]
-        if blocked.reason.startswith(SIMILARITY_ONLY):
+        tripped = screened["trail"][-1]
+        if tripped.reason.startswith(SIMILARITY_ONLY):
             # the customer's words passed; the model's merely resemble an attack: not used
-            return _stands(state, asked_by, f"the rewrite resembles {blocked.reason}")
-        return {**screened, "rephrase_tried": True, "trail": [said, *screened["trail"]]}
+            return _stands(state, asked_by, f"the rewrite resembles {tripped.reason}")
+        return _refused(state, asked_by, rewrite, tripped)
     vector = screened["query_vector"]
     update: dict[str, Any] = {}
     if asked_by == "classify":
@@ -109,6 +115,29 @@ def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tup
     if normalise(rewrite) == normalise(question):
         return "", "the model kept the question as it was"
     return rewrite, ""
+
+
+def _refused(
+    state: PipelineState, asked_by: str, rewrite: str, tripped: Decision
+) -> dict[str, Any]:
+    """A rewrite that trips a guard rule: refused with the earlier stage's reason, not the rule's."""
+    reason, stage = (
+        (RefusalReason.OUT_OF_DOMAIN, "classify")
+        if asked_by == "classify"
+        else (RefusalReason.LOW_CONFIDENCE, "rerank")
+    )
+    earlier = state["trail"][-1]
+    decision = decide(
+        NODE,
+        "block",
+        f"the rewrite trips {tripped.reason}; the customer's words passed, so {earlier.reason}"
+        " stands",
+        tripped.score,
+        tripped.threshold,
+        rephrased=rewrite,
+        rule=tripped.reason,
+    )
+    return refuse_with(reason, decision, stage=stage, rephrase_tried=True)
 
 
 def _stands(state: PipelineState, asked_by: str, problem: str) -> dict[str, Any]:
