@@ -1,6 +1,7 @@
 """Ingest throughput and peak memory: synthetic FAQ entries through `guardrag.core.kb.ingest`.
 
     python scripts/bench_ingest.py [--sizes 1000 10000 100000] [--store edge|client] [--profile]
+        [--documents] [--repeat N]
 
 Each size runs in a fresh process (so its peak RSS is its own): synthetic rows shaped like the
 sample KB (scripts/_bench.py) are written to JSONL and ingested into an empty KB, question and
@@ -8,6 +9,10 @@ answer vectors plus BM25, exactly as `guardrag ingest` does. The sample KB itsel
 a reference. Prints entries/s against the 300/s budget, the share of time spent embedding, the
 first question's KB statistics pass (kb_stats), and peak RSS with the model loaded vs after.
 --profile adds the functions ingest spent its time in (cProfile, by own time).
+--documents adds Markdown documents (chunk + embed + publish, in chunks/s against the 200/s
+budget): the synthetic handbooks of scripts/bench_startup.py (160 sections, ~190 chunks) and
+datasets/insurance_docs. --repeat runs every source N times (fresh process each) and prints the
+median rate after the runs.
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from _bench import (
+    BUDGET_CHUNKS_PER_S,
     BUDGET_INGEST_PER_S,
+    REPO,
     SAMPLE_FAQ,
     TimedEmbedder,
     cpu_seconds,
@@ -41,6 +49,7 @@ from guardrag.core.store.edge import EdgeStore
 from guardrag.core.store.server import ServerStore
 
 KB = "bench"
+INSURANCE_DOCS = REPO / "datasets" / "insurance_docs" / "documents"
 
 
 @dataclass
@@ -55,11 +64,15 @@ class Run:
     rss_model_mb: float
     rss_peak_mb: float
 
+    @property
+    def rate(self) -> float:
+        return self.entries / self.seconds
+
     def line(self) -> str:
-        rate = self.entries / self.seconds
+        budget = BUDGET_CHUNKS_PER_S if self.label in DOCUMENTS else BUDGET_INGEST_PER_S
         return (
-            f"{self.label:>7} {self.entries:>7} {self.seconds:8.1f} s {rate:7.0f}/s  "
-            f"{ratio(rate, BUDGET_INGEST_PER_S, 'budget'):>13}  "
+            f"{self.label:>9} {self.entries:>7} {self.seconds:8.1f} s {self.rate:7.0f}/s  "
+            f"{ratio(self.rate, budget, 'budget'):>13}  "
             f"cpu {self.cpu_seconds:7.1f} s ({self.entries / self.cpu_seconds:4.0f} entries/cpu-s)  "
             f"embed {self.embed_seconds / self.seconds:4.0%} "
             f"({self.texts / self.embed_seconds:5.0f} texts/s)  stats {self.stats_seconds:5.2f} s  "
@@ -71,10 +84,26 @@ def open_bench_store(kind: str, data_dir: Path) -> VectorStore:
     return EdgeStore(data_dir) if kind == "edge" else ServerStore(location=":memory:")
 
 
-def measure(size: int, store_kind: str, profile: bool) -> Run:
-    """Ingest `size` synthetic rows (0: the sample KB) into a new store; runs in its own process."""
+DOCUMENTS = ("handbook", "insurance")
+
+
+def sources(label: str, size: int, folder: Path) -> list[Path]:
+    """The files one run ingests: the sample KB, `size` synthetic rows, or Markdown documents."""
+    if label == "handbook":
+        from bench_startup import synthetic_documents  # lazy: only --documents needs it
+
+        return synthetic_documents(folder)
+    if label == "insurance":
+        return sorted(INSURANCE_DOCS.glob("*.md"))
+    return [write_jsonl(folder / "faq.jsonl", synthetic_faq(size)) if size else SAMPLE_FAQ]
+
+
+def measure(size: int, store_kind: str, profile: bool, label: str = "") -> Run:
+    """Ingest `size` synthetic rows (0: the sample KB), or the documents of `label`, into a new
+    store; runs in its own process."""
+    label = label or ("synth" if size else "sample")
     with tempfile.TemporaryDirectory() as tmp:
-        source = write_jsonl(Path(tmp) / "faq.jsonl", synthetic_faq(size)) if size else SAMPLE_FAQ
+        files = sources(label, size, Path(tmp))
         embedder = TimedEmbedder(OnnxEmbedder())
         embedder.embed(["warm up"])
         embedder.reset()
@@ -84,7 +113,7 @@ def measure(size: int, store_kind: str, profile: bool) -> Run:
         start, cpu_start = time.perf_counter(), cpu_seconds()
         if profiler:
             profiler.enable()
-        report = ingest(store, embedder, KB, [source])
+        report = ingest(store, embedder, KB, files)
         if profiler:
             profiler.disable()
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
@@ -97,7 +126,7 @@ def measure(size: int, store_kind: str, profile: bool) -> Run:
         print(f"-- profile, {report.total} entries (top functions by own time)")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
     return Run(
-        "sample" if not size else "synth",
+        label,
         report.total,
         seconds,
         cpu,
@@ -116,14 +145,32 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--store", choices=["edge", "client"], default="edge")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--documents", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    if any(size < 1 for size in args.sizes):
-        parser.error("--sizes must be positive")
+    if any(size < 1 for size in args.sizes) or args.repeat < 1:
+        parser.error("--sizes and --repeat must be positive")
     print(machine())
-    print(f"store: {args.store}; budget {BUDGET_INGEST_PER_S:.0f} entries/s")
-    print(f"{'source':>7} {'entries':>7} {'wall':>10} {'rate':>9}")
-    for size in [0, *args.sizes]:
-        print(in_fresh_process(measure, size, args.store, args.profile).line(), flush=True)
+    print(
+        f"store: {args.store}; budget {BUDGET_INGEST_PER_S:.0f} entries/s, "
+        f"{BUDGET_CHUNKS_PER_S:.0f} document chunks/s"
+    )
+    print(f"{'source':>9} {'entries':>7} {'wall':>10} {'rate':>9}")
+    plan = [(0, ""), *((size, "") for size in args.sizes)]
+    if args.documents:
+        plan += [(0, label) for label in DOCUMENTS]
+    rates: dict[str, list[Run]] = {}
+    for _ in range(args.repeat):
+        for size, label in plan:
+            run = in_fresh_process(measure, size, args.store, args.profile, label)
+            rates.setdefault(f"{run.label} {run.entries}", []).append(run)
+            print(run.line(), flush=True)
+    if args.repeat > 1:
+        print(f"-- medians of {args.repeat} runs: {machine()}")
+        for name, runs in rates.items():
+            rate = statistics.median(r.rate for r in runs)
+            per_cpu = statistics.median(r.entries / r.cpu_seconds for r in runs)
+            print(f"{name:>15}: {rate:6.1f}/s, {per_cpu:6.1f} per CPU-s")
 
 
 if __name__ == "__main__":
