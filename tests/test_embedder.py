@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from guardrag.core.embedder import MAX_TOKENS, OnnxEmbedder, head_words, length_batches
+from guardrag.core.embedder import (
+    MAX_TOKENS,
+    OnnxEmbedder,
+    Remembering,
+    head_words,
+    length_batches,
+    remembering,
+)
 
 TEXTS = [
     "How do I top up?",
@@ -71,3 +78,43 @@ def test_words_that_tokenise_to_nothing_do_not_hide_the_text(embedder: OnnxEmbed
 def test_threads_setting_is_respected(threads: int) -> None:
     embedder = OnnxEmbedder(threads=threads)
     assert (embedder._pool is None) == (threads == 1)
+
+
+class Recording:
+    """The real embedder, recording every text it was asked to embed."""
+
+    def __init__(self, inner: OnnxEmbedder) -> None:
+        self.inner, self.dim = inner, inner.dim
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += texts
+        return self.inner.embed(texts)
+
+
+def test_remembering_embeds_a_wanted_text_once_with_the_same_vector(
+    embedder: OnnxEmbedder,
+) -> None:
+    recording = Recording(embedder)
+    memo = remembering(recording)
+    assert remembering(recording) is memo and remembering(memo) is memo
+    known = embedder.embed([TEXTS[3]])[0]
+    with memo.session(wanted=TEXTS[:2], known=[(TEXTS[3], known.tolist())]):
+        first = memo.embed(TEXTS)
+        again = memo.embed([TEXTS[1], TEXTS[0], TEXTS[2], TEXTS[3]])
+    np.testing.assert_allclose(first, embedder.embed(TEXTS), atol=1e-5)
+    np.testing.assert_array_equal(again[:2], first[[1, 0]])
+    # the known text never reached the model; the unwanted one was embedded every time
+    assert recording.texts == [*TEXTS[:3], TEXTS[2]]
+    assert memo.reused == 1 + 3
+    memo.embed(TEXTS[:1])  # the session closed: nothing is kept any more
+    assert recording.texts[-1] == TEXTS[0]
+
+
+def test_remembering_keeps_at_most_its_limit(embedder: OnnxEmbedder) -> None:
+    recording = Recording(embedder)
+    memo = Remembering(recording, limit=2)
+    with memo.session(wanted=TEXTS):
+        memo.embed(TEXTS)
+        memo.embed(TEXTS)
+    assert recording.texts == TEXTS + TEXTS[2:]  # two kept, the others embedded again

@@ -231,7 +231,8 @@ def test_unchanged_rows_are_not_embedded_again(tmp_path: Path, embedder: OnnxEmb
     assert published.embedded == [2 * len(ROWS)]  # a question and an answer vector per row
     write_jsonl(source, [ROWS[0], {**ROWS[1], "answer": "RM 3,000 a day."}, ROWS[2]])
     ingest(published, counting, "kb", [source])
-    assert published.embedded == [2 * len(ROWS), 2]  # only the changed row
+    # only the changed row's answer: its question's vector is the one the KB stores
+    assert published.embedded == [2 * len(ROWS), 1]
 
 
 def test_rows_are_embedded_batch_by_batch_as_the_store_writes(

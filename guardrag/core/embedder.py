@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +32,8 @@ MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256-token inputs; longer tex
 # calls ran slower per token, smaller ones pay the per-call overhead (docs/BENCHMARKS.md).
 BATCH_TOKENS = 512
 MAX_BATCH = 64
+#: Vectors a `Remembering` embedder keeps at most (1.5 KB each).
+REMEMBERED = 65_536
 
 
 class EmbedderUnavailable(GuardragError, RuntimeError):
@@ -174,3 +179,94 @@ def load_embedder() -> OnnxEmbedder:
     """The project's embedding model, loaded once per process (ingest, guards and the pipeline
     share it)."""
     return OnnxEmbedder()
+
+
+class Remembering:
+    """An embedder that keeps the vectors of the texts an open `session` wants, so a text asked
+    for again is not embedded twice.
+
+    Ingest embeds some texts in several passes: the quarantine screen embeds every FAQ question
+    (the KB's topic), the points store the same vectors as their title vectors, and calibration
+    probes with each question. A text's vector does not depend on the call it comes in, so a
+    kept vector is the one a new call would give, and sharing the memory between sessions (two
+    ingests on one embedder) is safe. Kept vectors are dropped when the last session closes; at
+    most `limit` are kept (past it, texts are embedded again: memory stays bounded on big KBs).
+    """
+
+    def __init__(self, inner: Embedder, limit: int = REMEMBERED) -> None:
+        self.dim, self.limit = inner.dim, limit
+        try:  # weakly: `remembering`'s registry must not keep the model alive
+            self._inner: Callable[[], Embedder | None] = weakref.ref(inner)
+        except TypeError:
+            self._inner = lambda: inner
+        self._lock = threading.Lock()
+        self._wanted: set[str] = set()
+        self._kept: dict[str, np.ndarray] = {}
+        self._added = 0  # vectors kept: `limit` bounds it
+        self._sessions = 0
+        self.reused = 0  # texts served from memory (benchmarks and tests read it)
+
+    @contextmanager
+    def session(
+        self, wanted: Iterable[str] = (), known: Iterable[tuple[str, Sequence[float]]] = ()
+    ) -> Iterator[Remembering]:
+        """Keep the vectors of `wanted` texts as they are embedded, and `known` (text, vector)
+        pairs at once (vectors a KB already stores), until the last session closes."""
+        with self._lock:
+            self._sessions += 1
+            self._wanted.update(wanted)
+            for text, vector in known:
+                if self._added >= self.limit:
+                    break
+                if text not in self._kept:
+                    self._kept[text] = np.asarray(vector, dtype=np.float32)
+                    self._added += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._sessions -= 1
+                if not self._sessions:
+                    self._wanted, self._kept, self._added = set(), {}, 0
+
+    @property
+    def inner(self) -> Embedder:
+        inner = self._inner()
+        if inner is None:
+            raise RuntimeError("the embedder this Remembering wrapped is gone")
+        return inner
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            kept = {t: self._kept[t] for t in texts if t in self._kept}
+        if not kept and not self._wanted:
+            return self.inner.embed(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in kept))
+        fresh = self.inner.embed(todo) if todo else np.zeros((0, self.dim), dtype=np.float32)
+        found = dict(zip(todo, fresh, strict=True))
+        with self._lock:
+            self.reused += len(texts) - sum(t in found for t in texts)
+            for text, row in found.items():
+                if text in self._wanted and text not in self._kept and self._added < self.limit:
+                    self._kept[text] = row.copy()  # a copy: a view would keep the whole batch
+                    self._added += 1
+        rows = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            rows[i] = found[text] if text in found else kept[text]
+        return rows
+
+
+_remembering: weakref.WeakKeyDictionary[object, Remembering] = weakref.WeakKeyDictionary()
+_remembering_lock = threading.Lock()
+
+
+def remembering(embedder: Embedder) -> Remembering:
+    """The one `Remembering` wrapper of `embedder` in this process (the same object every time,
+    so whatever is cached per embedder, such as the screen's exemplar vectors, is made once)."""
+    if isinstance(embedder, Remembering):
+        return embedder
+    with _remembering_lock:
+        found = _remembering.get(embedder)
+        if found is None:
+            found = _remembering[embedder] = Remembering(embedder)
+        return found

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from guardrag.core.embedder import Embedder
+from guardrag.core.embedder import Embedder, remembering
 from guardrag.core.kb.calibration import KEY as CALIBRATION
 from guardrag.core.kb.calibration import Calibration, calibrate
 from guardrag.core.kb.entries import Entry
@@ -129,6 +129,39 @@ def ingest(
     paths = [p.resolve() for p in paths]
     entries, skipped = load_entries(paths, columns, skip_bad_rows)
     old_info, previous = _previous_snapshot(store, kb, paths)
+    # The screen, the points and calibration all embed the FAQ questions: once is enough, and
+    # the questions the KB already stores need no embedding at all.
+    memo = remembering(embedder)
+    asked = [(str(p.payload["question"]), p.dense) for p in previous.values() if _is_faq(p)]
+    with memo.session((e.title for e in entries if e.kind == "faq"), asked):
+        return _ingest(
+            store, memo, kb, paths, entries, skipped, old_info, previous,
+            description=description, fallback_url=fallback_url, progress=progress,
+            batch_size=batch_size, reranker=reranker, allowed_domains=allowed_domains,
+        )  # fmt: skip
+
+
+def _is_faq(point: Point) -> bool:
+    return point.payload.get("kind") == "faq" and bool(point.dense)
+
+
+def _ingest(
+    store: VectorStore,
+    embedder: Embedder,
+    kb: str,
+    paths: list[Path],
+    entries: list[Entry],
+    skipped: list[str],
+    old_info: KBInfo | None,
+    previous: dict[str, Point],
+    *,
+    description: str | None,
+    fallback_url: str | None,
+    progress: Callable[[int], None] | None,
+    batch_size: int,
+    reranker: Reranker | None,
+    allowed_domains: list[str] | None,
+) -> IngestReport:
     ingested_files = {str(p) for p in paths}
     # Held back (kb/quarantine.py): instructions for a model, broken output invariants,
     # sentences that do not belong; also decides the KB's allowed link domains.
