@@ -116,7 +116,9 @@ class RunConfig(BaseModel):
     # generate
     use_llm: bool = _knob(True, "Generate answers with the chat model when no FAQ entry fits.")
     max_answer_tokens: Count = _knob(
-        200, "Completion token budget (the prompt asks for 4 sentences)."
+        120,
+        "Completion token budget (the prompt asks for 4 sentences); a draft cut by it keeps "
+        "its whole sentences.",
     )
     context_token_budget: Count = _knob(1500, "Token budget for passages in the prompt.")
     # ground

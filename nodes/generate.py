@@ -2,6 +2,9 @@
 
 Refuses llm_unavailable when no model is configured or the call fails (timeout, HTTP error,
 empty output), and no_relevant_docs when the model itself says the passages don't answer.
+A draft longer than `max_answer_tokens` is cut there, at its last whole sentence: the cap
+bounds the wait on a CPU (the small model pads long answers with steps the passages never
+gave), and a half sentence is neither an answer nor checkable.
 A draft that echoes the prompt, leaks the instructions, cites a passage that was not given or
 only talks about the passages gets one retry with a correction (guardrag.core.grounding.drafts); `ground`
 judges whatever comes back.
@@ -17,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config import prompts
 from guardrag.config.pricing import estimate_cost
 from guardrag.contract import RefusalReason, Usage
-from guardrag.core.grounding.drafts import check_draft
+from guardrag.core.grounding.drafts import check_draft, finished
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
@@ -72,6 +75,8 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
             )
             return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision, usage=usage)
         text = reply.content if isinstance(reply.content, str) else ""
+        if reply.response_metadata.get("finish_reason") == "length":
+            text = finished(text)  # the token cap cut it: its half sentence goes
         usage = _add(usage, _usage(reply, services.model_name))
         if not text.strip():
             decision = decide(NODE, "error", "LLM returned an empty answer")

@@ -7,7 +7,7 @@ import pytest
 from guardrag.config import prompts
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.grounding import DEFAULT_MIN_SIMILARITY, Passage
-from guardrag.core.grounding.drafts import check_draft, prune, tidy
+from guardrag.core.grounding.drafts import check_draft, finished, prune, tidy
 from guardrag.faces.service import Guardrag
 from tests.fakes import ScriptedChatModel
 
@@ -137,3 +137,29 @@ def test_ground_answers_without_the_unsupported_remark(
     assert result.outcome == "answered" and "smooth" not in result.answer
     ground = next(d for d in result.trail if d.node == "ground")
     assert ground.detail["pruned"] == ["This ensures a smooth experience for every customer."]
+
+
+@pytest.mark.parametrize(
+    ("cut", "kept"),
+    [
+        ("Tap Top Up [1]. Then choose an amo", "Tap Top Up [1]."),
+        ("Steps:\n1. Tap Schedule [1].\n2. Choose a date up to 12", "Steps:\n1. Tap Schedule [1]."),
+        (
+            "Freeze the card [1].\n- Tap Card > Freeze [2]\n- Then ord",
+            "Freeze the card [1].\n- Tap Card > Freeze [2]",
+        ),
+        (
+            "You can schedule a monthly transfer [1]. Follow these steps:\n\n1. On the",
+            "You can schedule a monthly transfer [1].",
+        ),
+        (
+            "Top-ups are free [1]. Cash top-ups cost RM1 [2].",
+            "Top-ups are free [1]. Cash top-ups cost RM1 [2].",
+        ),
+        ("The fee is RM0.50 each [2]", "The fee is RM0.50 each [2]"),  # nothing before it is whole
+    ],
+)
+def test_a_draft_cut_by_the_token_cap_loses_only_its_unfinished_sentence(
+    cut: str, kept: str
+) -> None:
+    assert finished(cut) == kept

@@ -68,10 +68,28 @@ def test_generated_answer_over_http(
     assert result.citations[0].source_id == top
     request = stub.requests[-1]
     assert request["model"] == "gpt-4o-mini" and request["temperature"] == 0
-    assert request["max_completion_tokens"] == 200  # RunConfig.max_answer_tokens
+    assert request["max_completion_tokens"] == 120  # RunConfig.max_answer_tokens
     assert question in request["messages"][-1]["content"]
     assert result.usage.prompt_tokens == 321 and result.usage.completion_tokens == 12
     assert result.usage.estimated_cost_usd > 0
+
+
+def test_a_draft_cut_by_the_token_cap_keeps_its_whole_sentences(
+    tmp_path: Path, sample_store: VectorStore, embedder: OnnxEmbedder
+) -> None:
+    stub = OpenAIStub()
+    with stub.serve() as url:
+        bot = make_bot(tmp_path, sample_store, embedder, url)
+        question = generated_question(bot)
+        passage = bot.ask(question, knobs={**TO_GENERATION, "use_llm": False}).trail
+        top = next(d for d in passage if d.node == "rerank").detail["top"][0]["source_id"]
+        answer = sample_store.find_by_field(KB, "source_id", top)[0].payload["answer"]
+        whole = answer.split(". ")[0].rstrip(".")
+        stub.replies = [f"{whole} [1]. Then you should also go to the"]
+        stub.finish_reason = "length"
+        result = bot.ask(question, knobs=TO_GENERATION)
+    assert result.route == "generated", result.trail
+    assert result.answer.startswith(whole) and "go to the" not in result.answer
 
 
 def test_server_error_is_llm_unavailable(

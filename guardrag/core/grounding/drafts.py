@@ -102,6 +102,27 @@ def without(draft: str, drop: Callable[[str], bool]) -> tuple[str, tuple[str, ..
     return re.sub(r"[ \t]{2,}", " ", text), tuple(removed)
 
 
+#: A sentence that ends: terminal punctuation, closing quotes, then citations.
+_ENDED = re.compile(r"[.!?][\"')\]”’*]*(?:\s*\[[\d,;\s–-]+\])*$")
+
+
+def finished(draft: str) -> str:
+    """A draft the token cap cut off, without its unfinished last sentence (and the lead-in
+    "follow these steps:" it leaves dangling): half a sentence is neither an answer nor
+    checkable. The draft as it is when nothing before that is whole."""
+    lines = draft.rstrip().splitlines()
+    for unfinished in (lambda s: not _ENDED.search(s), lambda s: s.endswith(":")):
+        sentences = split_sentences(lines[-1]) if lines else []
+        if not sentences or not unfinished(sentences[-1]):
+            break
+        cut = lines[-1].rstrip()
+        lines[-1] = cut[: len(cut) - len(sentences[-1])].rstrip()
+        while lines and not content_words(lines[-1]):
+            lines.pop()  # nothing left of the line but a bullet's mark, or blank lines
+    kept = "\n".join(lines).rstrip()
+    return kept if content_words(kept) else draft
+
+
 def cite_inline(draft: str) -> str:
     """Citations moved into the sentences they support: "Passage [1] states that X." and
     "According to passage [1], X." become "X [1]."; "X. [1]" at the end of a line "X [1]."."""
