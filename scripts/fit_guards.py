@@ -24,10 +24,12 @@ into their entries at the start, middle or end: the instruction and attack exemp
 (config/exemplars/attacks.py, each left out of its own similarity feature), the red-team
 attacks and the deepset train split's injections. The score is instruction similarity minus
 relevance to the entry, plus a grid of weights (KB topic, first person, injection
-probability, request); the weights kept are those whose threshold taken from the other KBs
-flags no clean sentence of the KB left out, with the best catch; the threshold sits just
-above every clean sentence. The public
-indirect-injection payloads are never used here (scripts/poison_eval.py plants them).
+probability, request, errand novelty); the weights kept are those whose threshold taken from
+the other KBs flags no clean sentence of the KB left out, with the best catch; the threshold
+sits just above every clean sentence. For the novelty feature each clean KB is also read as
+parts of itself (SUBSAMPLES: random entries, and runs of consecutive entries, a small KB of one
+topic): a small KB uses fewer words, so its own help text looks more novel. The public indirect-injection
+payloads are never used here (scripts/poison_eval.py plants them).
 """
 
 from __future__ import annotations
@@ -51,10 +53,13 @@ from guardrag.config.exemplars.domain import GREETINGS, OFF_TOPIC  # noqa: E402
 from guardrag.core.embedder import load_embedder  # noqa: E402
 from guardrag.core.guards.foreign import (  # noqa: E402
     FEATURES,
+    NOVELTY,
     PASSAGE_MODEL,
     ForeignSentences,
     PassageModel,
     split_sentences,
+    units,
+    vocabulary,
 )
 from guardrag.core.guards.learned import (  # noqa: E402
     INJECTION_MODEL,
@@ -246,7 +251,11 @@ GRID_KB = (0.0, 0.25, 0.5)
 GRID_FIRST_PERSON = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)
 GRID_INJECTION = (0.0, 0.1, 0.2, 0.3, 0.4)
 GRID_REQUEST = (0.0, 0.1, 0.2, 0.3)
+GRID_NOVELTY = (0.0, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3)
 PASSAGE_MARGIN = 0.03
+#: Clean KBs are also scored as parts of themselves of these shares: random entries, and runs
+#: of consecutive entries (a file keeps a topic together: a small KB of one topic).
+SUBSAMPLES = (0.5, 0.25)
 
 
 def our_kbs() -> dict[str, list[tuple[str, str]]]:
@@ -279,7 +288,17 @@ def passage_units() -> list[str]:
     return list(dict.fromkeys(units))
 
 
-def fit_passage(injection: LinearModel) -> PassageModel:
+def parts_of(size: int, draw: np.random.Generator) -> list[list[int]]:
+    """The whole KB's entry indices, random parts of it and runs of consecutive entries."""
+    parts = [list(range(size))]
+    for share in SUBSAMPLES:
+        part = max(4, round(size * share))
+        parts.append(sorted(int(i) for i in draw.choice(size, part, replace=False)))
+        parts += [list(range(i, min(i + part, size))) for i in range(0, size, part)]
+    return parts
+
+
+def fit_passage(injection: LinearModel, verbose: bool = False) -> PassageModel:
     embedder = load_embedder()
     detector = ForeignSentences(
         embedder,
@@ -291,12 +310,20 @@ def fit_passage(injection: LinearModel) -> PassageModel:
     rows: list[np.ndarray] = []
     labels: list[int] = []
     groups: list[str] = []
+    draw = np.random.default_rng(1)
     for name, entries in kbs.items():
-        titles = [t for t, _ in entries]
-        for _, features in detector.features(entries, titles):
-            rows += list(features)
-            labels += [0] * len(features)
-            groups += [name] * len(features)
+        scored = detector.features(entries, [t for t, _ in entries])
+        for part in parts_of(len(entries), draw):
+            # the part's words for the novelty feature; meaning (cosines) from the whole KB
+            words = vocabulary([entries[i] for i in part])
+            for i in part:
+                (title, text), (sentences, features) = entries[i], scored[i]
+                own = words.own(title, units(text))
+                features = features.copy()
+                features[:, NOVELTY] = [words.novelty(x, own).value for x in sentences]
+                rows += list(features)
+                labels += [0] * len(features)
+                groups += [name] * len(features)
     names = sorted(kbs)
     planted: dict[str, list[tuple[tuple[str, str], set[str]]]] = {n: [] for n in names}
     for unit in passage_units():
@@ -306,7 +333,13 @@ def fit_passage(injection: LinearModel) -> PassageModel:
             planted[name].append(((title, plant(text, unit, position)), set(split_sentences(unit))))
     for name, items in planted.items():
         titles = [t for t, _ in kbs[name]]
-        results = detector.features([entry for entry, _ in items], titles, skip_exemplar=True)
+        # novelty against the clean KB's words: a planted entry stands in for its original
+        results = detector.features(
+            [entry for entry, _ in items],
+            titles,
+            skip_exemplar=True,
+            words=vocabulary(kbs[name]),
+        )
         for (_, mine), (parts, features) in zip(items, results, strict=True):
             for sentence, row in zip(parts, features, strict=True):
                 if sentence in mine:
@@ -316,24 +349,30 @@ def fit_passage(injection: LinearModel) -> PassageModel:
     x, y, g = np.array(rows), np.array(labels), np.array(groups)
     print(f"  {int((y == 0).sum())} clean sentences, {int(y.sum())} planted, {len(kbs)} KBs")
     best: tuple[float, np.ndarray] | None = None
-    grid = itertools.product(GRID_KB, GRID_FIRST_PERSON, GRID_INJECTION, GRID_REQUEST)
-    for w_kb, w_first, w_inj, w_req in grid:
-        weights = np.array([w_inj, 1.0, -1.0, -w_kb, w_first, w_req])
+    without_novelty = 0.0
+    grid = itertools.product(GRID_KB, GRID_FIRST_PERSON, GRID_INJECTION, GRID_REQUEST, GRID_NOVELTY)
+    for w_kb, w_first, w_inj, w_req, w_new in grid:
+        weights = np.array([w_inj, 1.0, -1.0, -w_kb, w_first, w_req, w_new])
         score = x @ weights
         false_pos, caught = 0, []
         for name in names:  # threshold from the other KBs, judged on this one
             threshold = float(score[(g != name) & (y == 0)].max()) + PASSAGE_MARGIN
             false_pos += int(np.sum((g == name) & (y == 0) & (score >= threshold)))
             caught.append(float(np.mean(score[(g == name) & (y == 1)] >= threshold)))
-        print(
-            f"  kb {w_kb} first-person {w_first} injection {w_inj} request {w_req}: "
-            f"leave-one-KB-out false positives {false_pos}, caught {np.mean(caught):.3f}"
-        )
+        if verbose:
+            print(
+                f"  kb {w_kb} first-person {w_first} injection {w_inj} request {w_req} "
+                f"novelty {w_new}: leave-one-KB-out false positives {false_pos}, "
+                f"caught {np.mean(caught):.3f}"
+            )
         if false_pos == 0 and (best is None or np.mean(caught) > best[0]):
             best = (float(np.mean(caught)), weights)
+        if false_pos == 0 and w_new == 0.0:
+            without_novelty = max(without_novelty, float(np.mean(caught)))
     if best is None:
         sys.exit("no passage weights keep every held-out KB clean")
     recall, weights = best
+    print(f"  best leave-one-KB-out catch without the novelty feature: {without_novelty:.4f}")
     score = x @ weights
     threshold = float(score[y == 0].max()) + PASSAGE_MARGIN
     about = {
@@ -343,6 +382,7 @@ def fit_passage(injection: LinearModel) -> PassageModel:
         "leave_one_kb_out_caught": round(recall, 4),
         "in_sample_caught": round(float(np.mean(score[y == 1] >= threshold)), 4),
         "margin": PASSAGE_MARGIN,
+        "subsamples": list(SUBSAMPLES),
         "weights": {f: float(w) for f, w in zip(FEATURES, weights, strict=True)},
     }
     print(f"  chosen {about}, threshold {threshold:.3f}")
@@ -353,6 +393,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
     parser.add_argument("--passage", action="store_true", help="only the passage model")
+    parser.add_argument("--verbose", action="store_true", help="every passage weight tried")
     args = parser.parse_args()
     if args.passage:
         injection = LinearModel.load(INJECTION_MODEL)
@@ -365,7 +406,7 @@ def main() -> None:
         if not args.dry_run:
             print(f"  wrote {injection.save(INJECTION_MODEL)}")
     print("== passage model (leave-one-KB-out on our KBs, planted sentences)")
-    passage = fit_passage(injection)
+    passage = fit_passage(injection, args.verbose)
     if not args.dry_run:
         print(f"  wrote {passage.save(PASSAGE_MODEL)}")
 

@@ -14,15 +14,21 @@ sentence of each entry (FAQ answer or document chunk) is embedded once and descr
   first_person the share of "I / me / my" words outside quotes (help text says "you")
   request      1 for a request opener ("please ...", "could you ...", "tolong ...") that
                names neither the reader ("you") nor the company ("we"): asked of an agent
+  novelty      for an errand (a request or a bare imperative to no one in particular), how
+               unlikely this KB's own help text is to leave that many of its words unused
+               anywhere else in the KB (`guards/novelty.py`): computed from the KB at ingest,
+               so the same code serves any domain
 
-Its score is instruction - relevance, plus weighted kb, first_person and injection terms: the
-sentence is nearer to the instructions than to its own entry. The weights and the threshold
-are fit by `scripts/fit_guards.py` on clean KBs (our e-wallet, telco, gym, insurance documents;
-the public TNGD and GuidelineIQ seeds), every clean sentence against sentences planted at the
-start, middle or end of their entries: the threshold sits just above every clean sentence, and
-the weights are those whose threshold, taken from the other KBs, flagged no clean sentence of
-the KB left out. Position does not matter: each
-sentence is scored on its own, in its entry's context.
+Its score is instruction - relevance, plus weighted kb, first_person, injection, request and
+novelty terms: the sentence is nearer to the instructions than to its own entry, or it is an
+errand about what the KB never mentions (rule passage.foreign_errand when the novelty term is
+what carried it over the threshold). The weights and the threshold are fit by
+`scripts/fit_guards.py` on clean KBs (our e-wallet, telco, gym, insurance documents; the public
+TNGD and GuidelineIQ seeds; for novelty also halves and quarters of each, as smaller KBs),
+every clean sentence against sentences planted at the start, middle or end of their entries:
+the threshold sits just above every clean sentence, and the weights are those whose threshold,
+taken from the other KBs, flagged no clean sentence of the KB left out. Position does not
+matter: each sentence is scored on its own, in its entry's context.
 """
 
 from __future__ import annotations
@@ -42,15 +48,22 @@ from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards.learned import LearnedInjection
 from guardrag.core.guards.normalize import INVISIBLE
+from guardrag.core.guards.novelty import KBVocabulary
 
 PASSAGE_MODEL = Path(__file__).with_name("passage_model.npz")
-FEATURES = ("injection", "instruction", "relevance", "kb", "first_person", "request")
+FEATURES = ("injection", "instruction", "relevance", "kb", "first_person", "request", "novelty")
+NOVELTY = FEATURES.index("novelty")
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 # A sentence-like start inside a sentence ("... logged in successfully Please create ..."):
-# a line that ended without a full stop, with the next sentence run on.
-_RUN_ON = re.compile(r"(?:(?:^|(?<=\s))[a-z][a-z0-9']*|:)\s+(?=[A-Z][a-z]+\s+[a-z])")
+# a line that ended without a full stop, with the next sentence run on. The next sentence
+# opens with a capitalised word and a lower-case one, or with a capitalised function word
+# before a name ("... account Most DuitNow transfers ...").
+_RUN_ON = re.compile(
+    r"(?:(?:^|(?<=\s))[a-z][a-z0-9']*|:)\s+(?=[A-Z][a-z]+\s+[a-z]|(?:All|Most|Some|Any|Each|"
+    r"Every|The|This|These|Those|If|When|Yes|No|You|Your|We|Our|It|There)\s+[A-Z])"
+)
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|(?<!\w)'(?:[^'\n]|(?<=\w)'(?=\w))*'(?!\w)|‘[^’\n]*’")
 _LINKS = re.compile(r"\S+@\S+|\bhttps?://\S+|\bwww\.\S+|\b\S+\.(?:com|my|net|org|example)\S*")
 # App labels and menu paths ("Help > My Cases", "Near Me", "Request My Data") are not a voice.
@@ -83,6 +96,16 @@ def run_ons(sentence: str) -> list[str]:
     parts = [sentence[i:j].strip() for i, j in itertools.pairwise(bounds)]
     parts = [p for p in parts if len(p.split()) >= MIN_WORDS]
     return parts if len(parts) > 1 else []
+
+
+def units(text: str) -> list[str]:
+    """An entry's sentences, a sentence that looks like two run together as its pieces."""
+    return [p for s in split_sentences(text) for p in (run_ons(s) or [s])]
+
+
+def vocabulary(entries: Sequence[tuple[str, str]]) -> KBVocabulary:
+    """The words of a KB's (title, text) entries (`guards/novelty.py`)."""
+    return KBVocabulary((title, units(text)) for title, text in entries)
 
 
 def says_one_thing(text: str) -> bool:
@@ -141,18 +164,23 @@ class PassageModel:
 
 @dataclass(frozen=True)
 class ForeignSentence:
-    """The highest-scoring sentence of an entry that crossed the threshold."""
+    """The highest-scoring sentence of an entry that crossed the threshold. Its rule is
+    passage.foreign_errand when the novelty term carried it over (an errand naming what the
+    KB never mentions), else passage.foreign_sentence."""
 
     sentence: str
     score: float
     threshold: float
     features: dict[str, float]
+    rule: str = "passage.foreign_sentence"
+    novel: tuple[str, ...] = ()  # an errand's words the KB uses nowhere else
 
     def why(self) -> str:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in self.features.items())
+        unknown = f"; words the KB never uses: {', '.join(self.novel[:8])}" if self.novel else ""
         return (
             f"sentence {self.sentence[:160]!r} does not belong: score {self.score:.2f} >= "
-            f"{self.threshold:.2f} ({parts})"
+            f"{self.threshold:.2f} ({parts}{unknown})"
         )
 
 
@@ -179,14 +207,18 @@ class ForeignSentences:
         topic: Sequence[str] = (),
         skip_exemplar: bool = False,
         topic_vectors: np.ndarray | None = None,
+        words: KBVocabulary | None = None,
     ) -> list[tuple[list[str], np.ndarray]]:
         """Per entry: its sentences and their feature rows (len(FEATURES) columns).
 
         `entries` are (title, text); `topic` adds titles of the KB's other entries to the
         KB-topic feature (`topic_vectors`: their embeddings, when `topic` already holds every
-        entry's title, so a KB scanned in batches embeds its titles once). `skip_exemplar`
+        entry's title, so a KB scanned in batches embeds its titles once). `words`: the whole
+        KB's vocabulary for the novelty feature (default: that of `entries`). `skip_exemplar`
         leaves a sentence's own exemplar out of its instruction feature (for fitting on the
         exemplars themselves)."""
+        if words is None:
+            words = vocabulary(entries)
         # Each sentence is a candidate, and so is each piece of a sentence that looks like two
         # run together; `parent` ties a piece to its sentence (context ignores its own).
         split: list[list[tuple[int, str]]] = []
@@ -218,8 +250,9 @@ class ForeignSentences:
         model = self.injection.model
         out: list[tuple[list[str], np.ndarray]] = []
         start = 0
-        for (title, _), pieces in zip(entries, split, strict=True):
+        for (title, entry_text), pieces in zip(entries, split, strict=True):
             rows = np.zeros((len(pieces), len(FEATURES)))
+            own_words = words.own(title, units(entry_text))
             if pieces:
                 block = sentence_vectors[start : start + len(pieces)]
                 own = block @ title_vectors[title_index[title]]
@@ -235,27 +268,35 @@ class ForeignSentences:
                         kb[start + i],
                         first_person(text),
                         request(text),
+                        words.novelty(text, own_words).value,
                     )
             out.append(([text for _, text in pieces], rows))
             start += len(pieces)
         return out
 
     def scan(
-        self, entries: Sequence[tuple[str, str]], topic: Sequence[str] = ()
+        self,
+        entries: Sequence[tuple[str, str]],
+        topic: Sequence[str] = (),
+        words: KBVocabulary | None = None,
     ) -> list[ForeignSentence | None]:
         """For each entry of more than one sentence, its most foreign sentence when it crosses
         the threshold. Entries are embedded SCAN_BATCH at a time (memory holds one batch of
-        sentence vectors), the KB's titles once."""
+        sentence vectors), the KB's titles once. `words`: the whole KB's vocabulary (default:
+        that of `entries` and `topic`)."""
         if not entries:
             return []
+        if words is None:
+            words = vocabulary([*entries, *((title, "") for title in topic)])
         several = [i for i, (_, text) in enumerate(entries) if not says_one_thing(text)]
         found: list[ForeignSentence | None] = [None] * len(entries)
-        for i, hit in zip(several, self._scan([entries[i] for i in several], topic), strict=True):
+        hits = self._scan([entries[i] for i in several], topic, words)
+        for i, hit in zip(several, hits, strict=True):
             found[i] = hit
         return found
 
     def _scan(
-        self, entries: Sequence[tuple[str, str]], topic: Sequence[str]
+        self, entries: Sequence[tuple[str, str]], topic: Sequence[str], words: KBVocabulary
     ) -> list[ForeignSentence | None]:
         if not entries:
             return []
@@ -265,30 +306,38 @@ class ForeignSentences:
             item
             for start in range(0, len(entries), SCAN_BATCH)
             for item in self.features(
-                entries[start : start + SCAN_BATCH], titles, topic_vectors=title_vectors
+                entries[start : start + SCAN_BATCH],
+                titles,
+                topic_vectors=title_vectors,
+                words=words,
             )
         ]
-        found: list[ForeignSentence | None] = []
-        for sentences, rows in features:
-            if not sentences:
-                found.append(None)
-                continue
-            scores = self.model.score(rows)
-            best = int(np.argmax(scores))
-            if scores[best] < self.model.threshold:
-                found.append(None)
-                continue
-            found.append(
-                ForeignSentence(
-                    sentence=sentences[best],
-                    score=round(float(scores[best]), 4),
-                    threshold=self.model.threshold,
-                    features={
-                        k: round(float(v), 3) for k, v in zip(FEATURES, rows[best], strict=True)
-                    },
-                )
-            )
-        return found
+        return [
+            self._judge(sentences, rows, words, words.own(title, units(text)))
+            for (title, text), (sentences, rows) in zip(entries, features, strict=True)
+        ]
+
+    def _judge(
+        self, sentences: list[str], rows: np.ndarray, words: KBVocabulary, own: set[str]
+    ) -> ForeignSentence | None:
+        """The entry's highest-scoring sentence when it crosses the threshold (`own`: the
+        entry's words, for the novel ones shown to the operator)."""
+        if not sentences:
+            return None
+        scores = self.model.score(rows)
+        best = int(np.argmax(scores))
+        if scores[best] < self.model.threshold:
+            return None
+        novelty = float(self.model.weights[NOVELTY] * rows[best][NOVELTY])
+        errand = novelty > 0 and scores[best] - novelty < self.model.threshold
+        return ForeignSentence(
+            sentence=sentences[best],
+            score=round(float(scores[best]), 4),
+            threshold=self.model.threshold,
+            features={k: round(float(v), 3) for k, v in zip(FEATURES, rows[best], strict=True)},
+            rule="passage.foreign_errand" if errand else "passage.foreign_sentence",
+            novel=words.novelty(sentences[best], own).words if rows[best][NOVELTY] else (),
+        )
 
 
 _detectors: list[tuple[Embedder, ForeignSentences]] = []

@@ -6,7 +6,9 @@ An entry is held back when
 2. it breaks an output invariant (`guards.invariants`: it asks the customer to hand over a
    credential, or to send something off the owner's domains or to a given account);
 3. one of its sentences does not belong (`guards.foreign`: found by meaning: written to an
-   assistant, or unrelated to the entry's question and the KB's topic);
+   assistant, or unrelated to the entry's question and the KB's topic), or it is an errand
+   about things the rest of the KB never mentions (`guards.novelty`, rule
+   `passage.foreign_errand`);
 4. it was held back when served (moderate_output, `kb.holdback`) and is still the same text.
 An operator's release (`guardrag quarantine release`) exempts one (source id, content hash):
 an edited entry is checked again.
@@ -28,7 +30,7 @@ from typing import Any
 
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards import scan_passage
-from guardrag.core.guards.foreign import PASSAGE_MODEL, foreign_detector
+from guardrag.core.guards.foreign import PASSAGE_MODEL, foreign_detector, vocabulary
 from guardrag.core.guards.invariants import (
     credential_ask,
     foreign_links,
@@ -187,9 +189,16 @@ def quarantine(
     if to_scan:
         topic = [e.title for e in entries] + [str(p.payload.get("title", "")) for p in other]
         pairs = [(entries[i].title, entries[i].text) for i in to_scan]
-        for i, foreign in zip(to_scan, foreign_detector(embedder).scan(pairs, topic), strict=True):
+        # The words of the whole KB, this file's entries and the other files' (errands are
+        # left out of it: planted ones must not vouch for each other).
+        words = vocabulary(
+            [(e.title, e.text) for e in entries]
+            + [(str(p.payload.get("title", "")), str(p.payload.get("text", ""))) for p in other]
+        )
+        scanned = foreign_detector(embedder).scan(pairs, topic, words)
+        for i, foreign in zip(to_scan, scanned, strict=True):
             if foreign is not None:
-                held[i] = Hold("passage.foreign_sentence", foreign.why(), foreign.sentence)
+                held[i] = Hold(foreign.rule, foreign.why(), foreign.sentence)
     screening = Screening(
         kept=[e for i, e in enumerate(entries) if i not in held],
         held=[(entries[i], held[i]) for i in sorted(held)],
