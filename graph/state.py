@@ -60,6 +60,12 @@ def add_decisions(trail: list[Decision], update: list[Decision] | None) -> list[
     return [] if update is None else [*trail, *update]
 
 
+def add_usage(total: Usage | None, more: Usage | None) -> Usage:
+    """Sums the tokens of every model call in a turn (contextualize, rephrase, generate);
+    `None` (sent by `start_turn`) starts a new turn's count."""
+    return Usage() if more is None else (total or Usage()) + more
+
+
 def add_turns(history: list[Turn], update: list[Turn]) -> list[Turn]:
     return [*history, *update][-MAX_TURNS:]
 
@@ -88,7 +94,7 @@ class PipelineState(InputState, total=False):
     citations: list[Citation]
     confidence: float
     refusal: Refusal | None
-    usage: Usage
+    usage: Annotated[Usage, add_usage]
     trail: Annotated[list[Decision], add_decisions]
     history: Annotated[list[Turn], add_turns]
 

@@ -96,6 +96,13 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     estimated_cost_usd: float = 0.0
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            estimated_cost_usd=round(self.estimated_cost_usd + other.estimated_cost_usd, 8),
+        )
+
 
 class Result(BaseModel):
     """What every caller gets back for one question."""

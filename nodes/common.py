@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from guardrag.config.pricing import estimate_cost
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
-from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Verdict
+from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Usage, Verdict
 from guardrag.core.kb.calibration import Calibration
 from guardrag.graph.context import Services
 
@@ -89,3 +91,15 @@ def faq_threshold(run: RunConfig, runtime: NodeRuntime, kb: str) -> tuple[float,
 def can_rephrase(run: RunConfig, runtime: NodeRuntime) -> bool:
     """Whether an unsure question may be asked again in the model's words (`rephrase`)."""
     return run.rephrase_unsure and run.use_llm and runtime.context.chat_model is not None
+
+
+def reply_usage(reply: Any, model: str) -> Usage:
+    """Tokens and estimated cost of one chat-model reply (0 where the endpoint reports none)."""
+    meta = getattr(reply, "usage_metadata", None) if isinstance(reply, AIMessage) else None
+    prompt_tokens = int(meta.get("input_tokens", 0)) if meta else 0
+    completion_tokens = int(meta.get("output_tokens", 0)) if meta else 0
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        estimated_cost_usd=estimate_cost(model, prompt_tokens, completion_tokens),
+    )

@@ -17,8 +17,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
+from guardrag.contract import Usage
 from guardrag.graph.state import PipelineState, Turn
-from guardrag.nodes.common import QUESTION_MAX_TOKENS, NodeRuntime, decide
+from guardrag.nodes.common import QUESTION_MAX_TOKENS, NodeRuntime, decide, reply_usage
 from guardrag.nodes.moderate_input import screen_follow_up
 
 NODE = "contextualize"
@@ -51,16 +52,18 @@ def contextualize(
         return {"trail": [decide(NODE, "pass", "no earlier turns: the question stands alone")]}
     if not is_follow_up(question):
         return {"trail": [decide(NODE, "pass", "does not refer back: the question stands alone")]}
-    standalone, method = _rewrite(question, history, config, runtime)
+    standalone, method, usage = _rewrite(question, history, config, runtime)
     if standalone == question:  # already screened by moderate_input
-        return {"trail": [decide(NODE, "pass", "the model kept the question: it stands alone")]}
+        kept = decide(NODE, "pass", "the model kept the question: it stands alone")
+        return {"usage": usage, "trail": [kept]}
     screened = screen_follow_up(state, standalone, config, runtime)
     rewrote = decide(
         NODE, "pass", f"follow-up rewritten ({method})", standalone=standalone, asked=question
     )
     if screened.get("refusal") is not None:  # blocked on the standalone question
-        return {**screened, "trail": [rewrote, *screened["trail"]]}
+        return {**screened, "usage": usage, "trail": [rewrote, *screened["trail"]]}
     return {
+        "usage": usage,
         "question": screened.get("question", standalone),
         "query_vector": screened["query_vector"],
         "trail": [rewrote],
@@ -69,9 +72,10 @@ def contextualize(
 
 def _rewrite(
     question: str, history: list[Turn], config: RunnableConfig, runtime: NodeRuntime
-) -> tuple[str, str]:
-    """The standalone question and how it was made (`llm`, or `previous question prepended`)."""
-    model = runtime.context.chat_model
+) -> tuple[str, str, Usage]:
+    """The standalone question, how it was made (`llm`, or `previous question prepended`),
+    and the model call's tokens."""
+    model, spent = runtime.context.chat_model, Usage()
     if model is not None:
         transcript = "\n".join(
             f"Customer: {turn['question']}\nAssistant: {turn['answer'][:ANSWER_CHARS]}"
@@ -83,12 +87,13 @@ def _rewrite(
         ]
         try:
             reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
+            spent = reply_usage(reply, runtime.context.model_name)
             rewritten = _clean(reply.content if isinstance(reply.content, str) else "")
             if rewritten:
-                return rewritten, "llm"
+                return rewritten, "llm", spent
         except Exception as exc:  # the fallback below still answers the follow-up
             log.warning("contextualize: rewrite failed (%s); using the previous question", exc)
-    return f"{history[-1]['question']} {question}", "previous question prepended"
+    return f"{history[-1]['question']} {question}", "previous question prepended", spent
 
 
 def _clean(text: str) -> str:

@@ -18,11 +18,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
-from guardrag.config.pricing import estimate_cost
 from guardrag.contract import RefusalReason, Usage
 from guardrag.core.grounding.drafts import check_draft, finished
 from guardrag.graph.state import Candidate, PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with, reply_usage
 
 NODE = "generate"
 
@@ -77,7 +76,7 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         text = reply.content if isinstance(reply.content, str) else ""
         if reply.response_metadata.get("finish_reason") == "length":
             text = finished(text)  # the token cap cut it: its half sentence goes
-        usage = _add(usage, _usage(reply, services.model_name))
+        usage += reply_usage(reply, services.model_name)
         if not text.strip():
             decision = decide(NODE, "error", "LLM returned an empty answer")
             return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision, usage=usage)
@@ -106,22 +105,3 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         removed_source_talk=list(check.removed),
     )
     return {"draft": check.text or text.strip(), "usage": usage, "trail": [decision]}
-
-
-def _add(total: Usage, more: Usage) -> Usage:
-    return Usage(
-        prompt_tokens=total.prompt_tokens + more.prompt_tokens,
-        completion_tokens=total.completion_tokens + more.completion_tokens,
-        estimated_cost_usd=round(total.estimated_cost_usd + more.estimated_cost_usd, 8),
-    )
-
-
-def _usage(reply: Any, model: str) -> Usage:
-    meta = getattr(reply, "usage_metadata", None) if isinstance(reply, AIMessage) else None
-    prompt_tokens = int(meta.get("input_tokens", 0)) if meta else 0
-    completion_tokens = int(meta.get("output_tokens", 0)) if meta else 0
-    return Usage(
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        estimated_cost_usd=estimate_cost(model, prompt_tokens, completion_tokens),
-    )

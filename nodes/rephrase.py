@@ -26,11 +26,18 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
-from guardrag.contract import Decision, RefusalReason
+from guardrag.contract import Decision, RefusalReason, Usage
 from guardrag.core.text import normalise
 from guardrag.graph.state import PipelineState
 from guardrag.nodes.classify import gate
-from guardrag.nodes.common import QUESTION_MAX_TOKENS, NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import (
+    QUESTION_MAX_TOKENS,
+    NodeRuntime,
+    decide,
+    knobs,
+    refuse_with,
+    reply_usage,
+)
 from guardrag.nodes.moderate_input import moderate_input
 
 NODE = "rephrase"
@@ -43,9 +50,15 @@ log = logging.getLogger("guardrag.nodes")
 
 
 def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    rewrite, problem, usage = _rewrite(state["question"], config, runtime)
+    return {**_probe(state, config, runtime, rewrite, problem), "usage": usage}
+
+
+def _probe(
+    state: PipelineState, config: RunnableConfig, runtime: NodeRuntime, rewrite: str, problem: str
+) -> dict[str, Any]:
+    """The rewrite as a second probe: screened, then (from the domain gate) gated again."""
     asked_by = state["trail"][-1].node  # classify (the domain gate) or rerank (unsure)
-    question = state["question"]
-    rewrite, problem = _rewrite(question, config, runtime)
     if problem:
         return _stands(state, asked_by, problem)
     screened = moderate_input({**state, "question": rewrite}, config, runtime)
@@ -93,11 +106,11 @@ def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     }
 
 
-def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tuple[str, str]:
-    """The model's rewrite, or ("", why there is none)."""
-    model = runtime.context.chat_model
+def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tuple[str, str, Usage]:
+    """The model's rewrite, or ("", why there is none), and the call's tokens."""
+    model, spent = runtime.context.chat_model, Usage()
     if model is None:
-        return "", "no chat model to rephrase with"
+        return "", "no chat model to rephrase with", spent
     messages = [
         SystemMessage(prompts.REPHRASE_SYSTEM),
         HumanMessage(prompts.REPHRASE_USER.format(question=question)),
@@ -106,15 +119,16 @@ def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tup
         reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
     except Exception as exc:  # the earlier decision stands; the trail says why
         log.warning("rephrase: model call failed (%s)", type(exc).__name__)
-        return "", f"model call failed: {type(exc).__name__}"
+        return "", f"model call failed: {type(exc).__name__}", spent
+    spent = reply_usage(reply, runtime.context.model_name)
     text = reply.content if isinstance(reply.content, str) else ""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     rewrite = lines[0].removeprefix("Question:").strip().strip("\"'“”") if lines else ""
     if not rewrite or len(rewrite) > MAX_REPHRASED_CHARS or prompts.NO_ANSWER in rewrite:
-        return "", "no usable rewrite"
+        return "", "no usable rewrite", spent
     if normalise(rewrite) == normalise(question):
-        return "", "the model kept the question as it was"
-    return rewrite, ""
+        return "", "the model kept the question as it was", spent
+    return rewrite, "", spent
 
 
 def _refused(

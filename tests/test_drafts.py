@@ -76,7 +76,8 @@ def test_generate_retries_once_with_the_problem_named(
     assert generate.reason == "drafted after one retry"
     assert "cited [7]" in generate.detail["retried_because"][0]
     assert len(chat.calls) == 2 and "cited [7]" in chat.prompt_text(1)
-    assert result.usage.prompt_tokens == 200  # both calls are counted
+    calls = len(chat.calls) + len(chat.rephrase_calls)  # both drafts, and any rephrase call
+    assert result.usage.prompt_tokens == 100 * calls  # every call is counted (fakes.py: 100)
     assert result.outcome == "answered", [(d.node, d.reason, d.detail) for d in result.trail[-3:]]
     # Uncited, so the citation is the passage that supports it, wherever it was in the prompt.
     assert [c.source_id for c in result.citations] == ["kw-top-up-005"]

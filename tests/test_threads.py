@@ -60,6 +60,9 @@ def test_follow_up_is_rewritten_by_the_model_and_answered(
     assert second.outcome == "answered"
     assert [c.source_id for c in second.citations] == ["kw-top-up-008"]
     assert second.question == "and can I use a credit card for it?"  # the caller's words
+    assert second.usage.prompt_tokens == 100  # the rewrite's call, counted (fakes.py: 100)
+    third = bot.ask("How do I top up my Kinetic Wallet?", thread_id="t1")
+    assert third.usage.prompt_tokens == 0  # each turn counts its own calls only
 
 
 def test_each_turn_starts_clean(
