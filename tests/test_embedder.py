@@ -118,3 +118,18 @@ def test_remembering_keeps_at_most_its_limit(embedder: OnnxEmbedder) -> None:
         memo.embed(TEXTS)
         memo.embed(TEXTS)
     assert recording.texts == TEXTS + TEXTS[2:]  # two kept, the others embedded again
+
+
+def test_remembering_wraps_an_embedder_without_weak_references(embedder: OnnxEmbedder) -> None:
+    class Slotted:
+        __slots__ = ("dim", "inner")
+
+        def __init__(self, inner: OnnxEmbedder) -> None:
+            self.inner, self.dim = inner, inner.dim
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return self.inner.embed(texts)
+
+    slotted = Slotted(embedder)
+    with remembering(slotted).session(wanted=TEXTS[:1]) as memo:
+        np.testing.assert_allclose(memo.embed(TEXTS[:1]), embedder.embed(TEXTS[:1]), atol=1e-5)

@@ -266,7 +266,10 @@ def remembering(embedder: Embedder) -> Remembering:
     if isinstance(embedder, Remembering):
         return embedder
     with _remembering_lock:
-        found = _remembering.get(embedder)
-        if found is None:
-            found = _remembering[embedder] = Remembering(embedder)
+        try:
+            found = _remembering.get(embedder)
+            if found is None:
+                found = _remembering[embedder] = Remembering(embedder)
+        except TypeError:  # not weakly referable: a wrapper of its own, for this caller
+            found = Remembering(embedder)
         return found
