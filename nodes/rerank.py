@@ -137,7 +137,9 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     threshold, source = faq_threshold(run, runtime, state["kb"])
     first = state.get("first_ranking") or []
     if first and state.get("rephrased"):  # back from `rephrase`: do the two wordings agree?
-        agreed = agreement(_scores(first), _scores(ranked), threshold, run.rephrase_margin)
+        agreed = agreement(
+            _scores(first), _scores(ranked), threshold, run.rephrase_margin, run.faq_margin
+        )
         detail = {
             "rephrased": state.get("rephrased"),
             "rephrased_top": _top(ranked),
@@ -155,10 +157,14 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         ):
             why = f"{name}: {agreed.why}"
             return _verbatim(replace(entry, score=agreed.score), ranked, why, threshold, detail)
-        # the customer's own wording decides from here on
+        # the customer's own wording decides from here on; the plain one is shown beside it only
+        # where both rank the same entry first
+        same_top = agreed.entry is not None and {
+            _scores(first)[0][0],
+            _scores(ranked)[0][0],
+        } == {agreed.entry}
         question, ranked = state["question"], first
         detail["first_ranking_stands"] = agreed.why
-        same_top = agreed.entry is not None
     elif first:  # back from `rephrase`, which found no other wording
         ranked, detail = first, {"first_ranking_stands": "no rephrasing"}
         same_top = True

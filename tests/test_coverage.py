@@ -137,6 +137,19 @@ def test_agreement_needs_the_same_first_entry_a_clear_average_and_a_lead() -> No
     assert not agreement([], first, 0.45, 0.15).agreed
 
 
+def test_a_near_tie_of_one_wording_is_settled_by_the_other() -> None:
+    tied = [("undo", 0.546), ("cancel", 0.541), ("other", 0.36)]  # the customer's words
+    plain = [("cancel", 0.837), ("close", 0.427), ("undo", 0.407)]  # the plain rewrite
+    settled = agreement(tied, plain, 0.45, 0.15, tie=0.09)
+    assert settled.agreed and settled.entry == "cancel" and "near tie" in settled.why
+    assert not agreement(tied, plain, 0.45, 0.15).agreed  # without a tie band: different firsts
+    clear = [("undo", 0.70), ("cancel", 0.541)]  # a clear first choice is not overruled
+    assert not agreement(clear, plain, 0.45, 0.15, tie=0.09).agreed
+    # an entry neither wording ranks first does not win on the average alone
+    one, two = [("a", 0.60), ("c", 0.58), ("b", 0.10)], [("b", 0.60), ("c", 0.58), ("a", 0.10)]
+    assert not agreement(one, two, 0.45, 0.15, tie=0.09).agreed
+
+
 # --- rephrase, through the real pipeline -------------------------------------------------------
 
 UNSURE = "is it free to top up my wallet?"  # several entries relevant, none decisively
@@ -150,6 +163,7 @@ def test_an_unsure_faq_match_confirmed_by_the_rephrasing_is_answered_verbatim(
     assert result.outcome == "answered" and result.route == "semantic_match", result.trail
     assert chat.calls == [] and len(chat.rephrase_calls) == 1
     assert went(result, "rerank", "rephrase", "retrieve", "rerank", "moderate_output")
+    assert result.usage.prompt_tokens == 100  # the rephrase call is counted (fakes.py: 100)
     said = next(d for d in result.trail if d.node == "rephrase")
     assert said.detail["rephrased"] == "Is there a fee to top up my Kinetic Wallet?"
     agreed = [d for d in result.trail if d.node == "rerank"][-1]
@@ -205,6 +219,20 @@ def test_faq_generation_never_refuses_an_unsure_entry(
     result = bot.ask(UNSURE, knobs={"faq_generation": "never"})
     assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
     assert chat.calls == []
+
+
+def test_a_rephrasing_that_settles_a_near_tie_is_answered_verbatim(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    question = "I just sent a transfer, can I undo it?"  # two transfer entries tie
+    before = bot.ask(question, knobs={"rephrase_unsure": False})
+    tied = next(d for d in before.trail if d.node == "rerank").detail["top"]
+    assert "kw-transfers-007" in [t["source_id"] for t in tied[:2]], before.trail
+    chat.rephrasings = ["Can I cancel my transfer?"]
+    result = bot.ask(question)
+    assert result.route == "semantic_match", result.trail
+    assert result.citations[0].source_id == "kw-transfers-007"
+    assert "near tie" in next(d for d in result.trail[::-1] if d.node == "rerank").reason
 
 
 def test_a_rephrasing_the_model_cannot_improve_goes_back_to_the_first_ranking(

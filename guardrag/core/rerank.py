@@ -134,10 +134,14 @@ def agreement(
     second: Sequence[tuple[str, float]],
     threshold: float,
     margin: float,
+    tie: float = 0.0,
 ) -> Agreement:
     """Do both rankings ((entry id, score), best first) put the same entry first, and does it
     clear `threshold` and lead the runner-up by `margin` on the average of the two scores?
-    An entry only one wording found counts 0 for the other."""
+    An entry only one wording found counts 0 for the other. A wording that ranks another entry
+    first by less than `tie` (a near tie, its own unsure band) does not contradict the other:
+    "I just sent a transfer, can I undo it?" ties two transfer entries; "Can I cancel my
+    transfer?" settles it."""
     if not first or not second:
         return Agreement(False, None, 0.0, 0.0, "a wording found nothing")
     one, two = dict(first), dict(second)
@@ -148,10 +152,13 @@ def agreement(
     )
     top, score = average[0]
     lead = score - (average[1][1] if len(average) > 1 else 0.0)
-    if not first[0][0] == second[0][0] == top:
+    behind = max(ranking[0][1] - dict(ranking).get(top, 0.0) for ranking in (first, second))
+    if behind > tie or (behind > 0 and first[0][0] != top and second[0][0] != top):
         return Agreement(False, None, score, lead, "the two wordings rank different entries first")
     if score < threshold:
         return Agreement(False, top, score, lead, f"average {score:.3f} < threshold {threshold}")
     if lead < margin:
         return Agreement(False, top, score, lead, f"lead {lead:.3f} < margin {margin}")
+    if first[0][0] != top or second[0][0] != top:
+        return Agreement(True, top, score, lead, "one wording settles the other's near tie")
     return Agreement(True, top, score, lead, "both wordings rank it first, clearly")
