@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,10 +53,12 @@ def serve(env: dict[str, str], *args: str, ready_s: float = 180) -> Iterator[str
     out); yields its base URL once /ready says 200, and stops it afterwards."""
     port = free_port()
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")}
+    # Its log goes to a file: a pipe nobody reads fills up (64 KiB) and blocks the server.
+    log = tempfile.NamedTemporaryFile("w+", prefix="guardrag-serve-", suffix=".log")  # noqa: SIM115
     server = subprocess.Popen(
         [sys.executable, "-m", "guardrag", "serve", "--port", str(port), *args],
         env={**clean, **env},
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
@@ -64,7 +67,8 @@ def serve(env: dict[str, str], *args: str, ready_s: float = 180) -> Iterator[str
         deadline = time.monotonic() + ready_s
         while True:
             if server.poll() is not None:
-                raise RuntimeError(f"guardrag serve exited: {server.stdout.read()[-2000:]}")  # type: ignore[union-attr]
+                log.seek(0)
+                raise RuntimeError(f"guardrag serve exited: {log.read()[-2000:]}")
             try:
                 if httpx.get(f"{base}/ready", timeout=5).status_code == 200:
                     break
@@ -77,6 +81,7 @@ def serve(env: dict[str, str], *args: str, ready_s: float = 180) -> Iterator[str
     finally:
         server.terminate()
         server.wait(timeout=30)
+        log.close()
 
 
 def require_installed(settings: Settings) -> None:
