@@ -1,8 +1,9 @@
-"""Fakes that record: a scripted chat model (queued replies, call history, usage)."""
+"""Fakes that record: a scripted chat model (queued replies, call history, usage) and an
+embedder wrapper that records what it was asked to embed."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -11,6 +12,11 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from guardrag.config import prompts
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from guardrag.core.embedder import Embedder
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -58,3 +64,15 @@ class ScriptedChatModel(BaseChatModel):
 
     def prompt_text(self, call: int = -1) -> str:
         return "\n".join(str(m.content) for m in self.calls[call])
+
+
+class Recording:
+    """An embedder (the real one, in tests that need real vectors), recording every text it was asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.dim = inner, inner.dim
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += texts
+        return self.inner.embed(texts)

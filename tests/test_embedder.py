@@ -13,6 +13,7 @@ from guardrag.core.embedder import (
     length_batches,
     remembering,
 )
+from tests.fakes import Recording
 
 TEXTS = [
     "How do I top up?",
@@ -78,18 +79,6 @@ def test_words_that_tokenise_to_nothing_do_not_hide_the_text(embedder: OnnxEmbed
 def test_threads_setting_is_respected(threads: int) -> None:
     embedder = OnnxEmbedder(threads=threads)
     assert (embedder._pool is None) == (threads == 1)
-
-
-class Recording:
-    """The real embedder, recording every text it was asked to embed."""
-
-    def __init__(self, inner: OnnxEmbedder) -> None:
-        self.inner, self.dim = inner, inner.dim
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.texts += texts
-        return self.inner.embed(texts)
 
 
 def test_remembering_embeds_a_wanted_text_once_with_the_same_vector(

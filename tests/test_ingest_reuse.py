@@ -13,18 +13,7 @@ from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.edge import EdgeStore
 from tests.conftest import SAMPLE_FAQ
-
-
-class Recording:
-    """The real embedder, recording every text it was asked to embed."""
-
-    def __init__(self, inner: OnnxEmbedder) -> None:
-        self.inner, self.dim = inner, inner.dim
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.texts += texts
-        return self.inner.embed(texts)
+from tests.fakes import Recording
 
 
 def test_questions_are_embedded_once_and_their_vectors_are_unchanged(

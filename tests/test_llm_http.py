@@ -50,19 +50,22 @@ def test_no_endpoint_means_no_model() -> None:
     assert load_chat_model(Settings(llm_base_url=None, llm_local=False)) is None
 
 
+def first_passage(bot: Guardrag, store: VectorStore) -> tuple[str, str, str]:
+    """A question that reaches generation, its first passage's source id and that answer."""
+    question = generated_question(bot)
+    passage = bot.ask(question, knobs={**TO_GENERATION, "use_llm": False}).trail
+    top = next(d for d in passage if d.node == "rerank").detail["top"][0]["source_id"]
+    return question, top, store.find_by_field(KB, "source_id", top)[0].payload["answer"]
+
+
 def test_generated_answer_over_http(
     tmp_path: Path, sample_store: VectorStore, embedder: OnnxEmbedder
 ) -> None:
     stub = OpenAIStub()
     with stub.serve() as url:
         bot = make_bot(tmp_path, sample_store, embedder, url)
-        question = generated_question(bot)
-        passage = bot.ask(question, knobs={**TO_GENERATION, "use_llm": False}).trail
-        top = next(d for d in passage if d.node == "rerank").detail["top"][0]["source_id"]
-        answer = (
-            sample_store.find_by_field(KB, "source_id", top)[0].payload["answer"].split(". ")[0]
-        )
-        stub.replies = [f"{answer} [1]."]
+        question, top, answer = first_passage(bot, sample_store)
+        stub.replies = [f"{answer.split('. ')[0]} [1]."]
         result = bot.ask(question, knobs=TO_GENERATION)
     assert result.route == "generated", result.trail
     assert result.citations[0].source_id == top
@@ -80,10 +83,7 @@ def test_a_draft_cut_by_the_token_cap_keeps_its_whole_sentences(
     stub = OpenAIStub()
     with stub.serve() as url:
         bot = make_bot(tmp_path, sample_store, embedder, url)
-        question = generated_question(bot)
-        passage = bot.ask(question, knobs={**TO_GENERATION, "use_llm": False}).trail
-        top = next(d for d in passage if d.node == "rerank").detail["top"][0]["source_id"]
-        answer = sample_store.find_by_field(KB, "source_id", top)[0].payload["answer"]
+        question, _, answer = first_passage(bot, sample_store)
         whole = answer.split(". ")[0].rstrip(".")
         stub.replies = [f"{whole} [1]. Then you should also go to the"]
         stub.finish_reason = "length"

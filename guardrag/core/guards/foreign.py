@@ -48,7 +48,7 @@ from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards.learned import LearnedInjection
 from guardrag.core.guards.normalize import INVISIBLE
-from guardrag.core.guards.novelty import KBVocabulary
+from guardrag.core.guards.novelty import REQUEST, KBVocabulary
 
 PASSAGE_MODEL = Path(__file__).with_name("passage_model.npz")
 FEATURES = ("injection", "instruction", "relevance", "kb", "first_person", "request", "novelty")
@@ -70,11 +70,6 @@ _LINKS = re.compile(r"\S+@\S+|\bhttps?://\S+|\bwww\.\S+|\b\S+\.(?:com|my|net|org
 _LABELS = re.compile(r">\s*[^>,.;:]*|\b(?:My|Me)(?:\s+[A-Z][\w']*)+|\b[A-Z][\w']*\s+Me\b")
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|me|my|mine|myself|saya|aku)\b")
 _WORD = re.compile(r"\w+")
-_REQUEST = re.compile(
-    r"^(?:please|pls|kindly|could you|can you|would you|will you|i (?:want|need|would like) you "
-    r"to|i'd like you to|tolong|sila|mohon)\b",
-    re.IGNORECASE,
-)
 _READER_OR_COMPANY = re.compile(
     r"\b(?:you|your|yours|yourself|we|us|our|ours|anda|awak|kami)\b", re.IGNORECASE
 )
@@ -119,9 +114,9 @@ def request(sentence: str) -> float:
     """1.0 when the sentence opens as a request and names neither the reader nor the company
     ("Please note your limit resets daily" names the reader: help text)."""
     plain = _LABELS.sub(" ", _LINKS.sub(" ", _QUOTED.sub(" ", sentence)))
-    if _REQUEST.match(sentence.strip()) is None:
+    if REQUEST.match(sentence.strip()) is None:
         return 0.0
-    rest = _REQUEST.sub("", plain.strip(), count=1)
+    rest = REQUEST.sub("", plain.strip(), count=1)
     return 0.0 if _READER_OR_COMPANY.search(rest) else 1.0
 
 

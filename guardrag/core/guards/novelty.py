@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from guardrag.core.text import content_words, wordset
 
 _ALPHA = re.compile(r"^(?:[a-z]{3,}|[a-z0-9]*[0-9][a-z0-9]*)$")
-_REQUEST = re.compile(
+#: A sentence that opens as a request ("please…", "could you…"; Malay "tolong", "sila").
+REQUEST = re.compile(
     r"^(?:please|pls|kindly|could you|can you|would you|will you|i (?:want|need|would like) you "
     r"to|i'd like you to|tolong|sila|mohon)\b",
     re.IGNORECASE,
@@ -64,7 +65,7 @@ def errand(sentence: str) -> bool:
     """Whether `sentence` opens as a request or a bare imperative and names neither the reader
     nor the company ("Tap Settings and enter your PIN" names the reader: help text)."""
     text = sentence.strip()
-    request = _REQUEST.match(text)
+    request = REQUEST.match(text)
     if request is not None:
         rest = text[request.end() :]
     else:
