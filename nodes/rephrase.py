@@ -86,9 +86,7 @@ def _probe(
                 rephrased=rewrite,
                 **verdict.detail,
             )
-            return refuse_with(
-                RefusalReason.OUT_OF_DOMAIN, refused, stage="classify", rephrase_tried=True
-            )
+            return _earlier_refusal(asked_by, refused)
         said = said.model_copy(
             update={
                 "reason": f"{said.reason}; the rephrased question is in domain",
@@ -135,23 +133,24 @@ def _refused(
     state: PipelineState, asked_by: str, rewrite: str, tripped: Decision
 ) -> dict[str, Any]:
     """A rewrite that trips a guard rule: refused with the earlier stage's reason, not the rule's."""
-    reason, stage = (
-        (RefusalReason.OUT_OF_DOMAIN, "classify")
-        if asked_by == "classify"
-        else (RefusalReason.LOW_CONFIDENCE, "rerank")
-    )
-    earlier = state["trail"][-1]
     decision = decide(
         NODE,
         "block",
-        f"the rewrite trips {tripped.reason}; the customer's words passed, so {earlier.reason}"
-        " stands",
+        f"the rewrite trips {tripped.reason}; the customer's words passed, so "
+        f"{state['trail'][-1].reason} stands",
         tripped.score,
         tripped.threshold,
         rephrased=rewrite,
         rule=tripped.reason,
     )
-    return refuse_with(reason, decision, stage=stage, rephrase_tried=True)
+    return _earlier_refusal(asked_by, decision)
+
+
+def _earlier_refusal(asked_by: str, decision: Decision) -> dict[str, Any]:
+    """Refused with the reason of the stage that asked: the domain gate's out_of_domain, or
+    rerank's low_confidence."""
+    reason = RefusalReason.OUT_OF_DOMAIN if asked_by == "classify" else RefusalReason.LOW_CONFIDENCE
+    return refuse_with(reason, decision, stage=asked_by, rephrase_tried=True)
 
 
 def _stands(state: PipelineState, asked_by: str, problem: str) -> dict[str, Any]:
@@ -161,7 +160,7 @@ def _stands(state: PipelineState, asked_by: str, problem: str) -> dict[str, Any]
         decision = decide(
             NODE, "block", f"{problem}; {gate.reason} stands", gate.score, gate.threshold
         )
-        return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, stage="classify")
+        return _earlier_refusal(asked_by, decision)
     return {
         "rephrase_tried": True,
         "trail": [decide(NODE, "miss", f"{problem}; the first ranking stands")],
