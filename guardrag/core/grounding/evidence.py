@@ -70,6 +70,24 @@ def _parts(number: int, sentences: Sequence[str]) -> tuple[Part, ...]:
     return tuple(out)
 
 
+def _clauses(number: int, sentence: str) -> list[Clause]:
+    """The sentence's clauses. A clause that opens with its figure shares the words before the
+    previous clause's figure: in "arrives within 5-7 working days in Peninsular Malaysia and
+    7-14 working days in Sabah" the second clause also "arrives within" (the verb is said once)."""
+    out: list[Clause] = []
+    lead: frozenset[str] = frozenset()
+    for a, b in clause_spans(sentence):
+        text = sentence[a:b]
+        mentions = tuple(extract_mentions(text))
+        words = frozenset(content_words(text))
+        if mentions and not text[: mentions[0].start].strip():
+            words |= lead
+        elif mentions:
+            lead = frozenset(content_words(text[: mentions[0].start]))
+        out.append(Clause(number, text, sentence, words, mentions))
+    return out
+
+
 @dataclass(frozen=True)
 class Source:
     """One passage, pre-split: sentences (units), clauses (for number binding), parts (for
@@ -90,17 +108,7 @@ def prepare(passage: Passage) -> Source:
     sentences = tuple(
         strip_citations(s) for line in lines_of(passage.text) for s in split_sentences(line)
     ) or (passage.text,)
-    clauses = [
-        Clause(
-            passage.number,
-            s[a:b],
-            s,
-            frozenset(content_words(s[a:b])),
-            tuple(extract_mentions(s[a:b])),
-        )
-        for s in sentences
-        for a, b in clause_spans(s)
-    ]
+    clauses = [clause for s in sentences for clause in _clauses(passage.number, s)]
     return Source(
         passage=passage,
         sentences=sentences,
