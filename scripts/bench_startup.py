@@ -154,9 +154,13 @@ def measure_in_child(name: str, extra: dict[str, str]) -> dict[str, float]:
         from guardrag.core.store.edge import EdgeStore  # lazy: see above
 
         store = EdgeStore(Path(extra["store_dir"]))
-        hybrid, plain = time_queries(store, int(extra.get("queries", "300")))
+        hybrid, plain, hybrid_cpu = time_queries(store, int(extra.get("queries", "300")))
         store.close()
-        return {name: statistics.median(hybrid), "dense": statistics.median(plain)}
+        return {
+            name: statistics.median(hybrid),
+            f"{name}_cpu": statistics.median(hybrid_cpu),
+            "dense": statistics.median(plain),
+        }
     if name == "faq":
         from bench_faq import measure as faq  # lazy: see above
 

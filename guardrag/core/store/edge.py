@@ -538,27 +538,33 @@ def _search(
         rows = ((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found)
         return c.hits(rows, query) if how == "dense" else c.sparse_hits(rows, query)
     assert sparse is not None  # plan() chose hybrid
+    # Each list is searched once, scores and ids only; RRF runs here (c.rrf, the engine's own
+    # formula), then only the fused hits' payloads and vectors are read. A fused request would
+    # search BM25 a second time for its scores (RRF keeps ranks only) and carry both lists'
+    # candidates through the engine's fusion stage.
     n = c.prefetch_limit(limit)
-    prefetches = [
-        qe.Prefetch(limit=n, query=qe.Query.Nearest(query, using=name)) for name in vectors
-    ]
-    requests: list[qe.QueryRequest] = []
+    lists = [qe.Query.Nearest(query, using=name) for name in vectors]
     if sparse.indices:  # a query of stop words only: nothing for BM25 to find
-        terms = qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=c.SPARSE)
-        prefetches.append(qe.Prefetch(limit=n, query=terms))
-        requests.append(qe.QueryRequest(limit=n, query=terms, with_payload=False))
-    fused = qe.QueryRequest(
-        limit=limit,
-        prefetches=prefetches,
-        query=qe.Fusion.Rrf(k=c.RRF_K),  # type: ignore[arg-type]
-        with_vector=vectors,
-        with_payload=True,
+        lists.append(
+            qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=c.SPARSE)
+        )
+    ranked = shard.query_batch(
+        qe.QueryBatchRequest(
+            [
+                qe.QueryRequest(limit=n, query=q, with_payload=False, with_vector=False)
+                for q in lists
+            ]
+        )
     )
-    # The BM25 list rides in the same batch: RRF keeps ranks only, and the Hit needs the score.
-    results = shard.query_batch(qe.QueryBatchRequest([fused, *requests]))
-    sparse_scores = {str(p.id): p.score for p in results[1]} if requests else {}
+    fused = c.rrf(([p.id for p in points] for points in ranked), limit)
+    sparse_scores = {str(p.id): p.score for p in ranked[2]} if sparse.indices else {}
+    records = {r.id: r for r in shard.retrieve([pid for pid, _ in fused], True, vectors)}
     return c.hits(
-        ((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in results[0]),
+        (
+            (str(pid), dict(records[pid].payload or {}), score, records[pid].vector)
+            for pid, score in fused
+            if pid in records
+        ),
         query,
         sparse_scores,
     )
