@@ -1,5 +1,6 @@
 """The Edge adapter fuses its hybrid lists itself (store/_common.rrf): the same RRF the engine
-computes, each list searched once, payloads and vectors read only for the fused hits."""
+computes, each list searched once, only the final hits' payloads read and no stored vector (the
+cosines are the engine's scores)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,7 @@ def test_edge_hybrid_search_equals_the_engines_fused_query(tmp_path: Path) -> No
             for hit in hits:
                 point = by_id[hit.id]
                 assert hit.sparse == bm25.get(hit.id)
+                # The engine's float32 cosine of its normalised copies: 1e-7 from float64's.
                 assert hit.dense == pytest.approx(c.cosine(query, point.dense), abs=1e-6)
                 assert hit.content == pytest.approx(c.cosine(query, point.content or []), abs=1e-6)
                 assert hit.payload == point.payload

@@ -63,7 +63,7 @@ def rrf(ranked: Iterable[Sequence[T]], limit: int, k: int = RRF_K) -> list[tuple
     own order among ties changes from process to process).
 
     The Edge adapter fuses here instead of in the engine, so each list is searched once and
-    only the fused hits' payloads and vectors are read (see edge._search).
+    only the fused hits' payloads are read (see edge_search.search).
     """
     scores: dict[T, float] = {}
     for ids in ranked:

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from guardrag.core.store import _common as c
+from guardrag.core.store import edge_search
 from guardrag.core.store.base import (
     Hit,
     IndexDamaged,
@@ -295,7 +296,7 @@ class EdgeStore:
                 raise ValueError(
                     f"query vector has {len(dense)} dims, knowledge base {kb!r} has {dim}"
                 )
-            return self._engine(kb, handle, _search, dense, sparse, limit, how)
+            return self._engine(kb, handle, edge_search.search, dense, sparse, limit, how)
         finally:
             self._release(kb, handle)
 
@@ -512,59 +513,4 @@ def _open_error(kb: str, shard_dir: Path, exc: Exception) -> IndexUnavailable:
     return IndexDamaged(
         f"knowledge base {kb!r}: shard {shard_dir} cannot be opened ({detail}); it may be "
         "corrupt: re-run `guardrag ingest` to rebuild it"
-    )
-
-
-def _search(
-    shard: qe.EdgeShard,
-    dense: Sequence[float],
-    sparse: SparseVector | None,
-    limit: int,
-    how: c.Plan,
-) -> list[Hit]:
-    query = c.unit(dense)
-    vectors = [c.DENSE, c.CONTENT]
-    if how == "nothing":
-        return []
-    if how != "hybrid":
-        nearest = (
-            qe.Query.Nearest(query, using=c.DENSE)
-            if how == "dense" or sparse is None
-            else qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=c.SPARSE)
-        )
-        found = shard.query(
-            qe.QueryRequest(limit=limit, query=nearest, with_payload=True, with_vector=vectors)
-        )
-        rows = ((str(p.id), dict(p.payload or {}), p.score, p.vector) for p in found)
-        return c.hits(rows, query) if how == "dense" else c.sparse_hits(rows, query)
-    assert sparse is not None  # plan() chose hybrid
-    # Each list is searched once, scores and ids only; RRF runs here (c.rrf, the engine's own
-    # formula), then only the fused hits' payloads and vectors are read. A fused request would
-    # search BM25 a second time for its scores (RRF keeps ranks only) and carry both lists'
-    # candidates through the engine's fusion stage.
-    n = c.prefetch_limit(limit)
-    lists = [qe.Query.Nearest(query, using=name) for name in vectors]
-    if sparse.indices:  # a query of stop words only: nothing for BM25 to find
-        lists.append(
-            qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=c.SPARSE)
-        )
-    ranked = shard.query_batch(
-        qe.QueryBatchRequest(
-            [
-                qe.QueryRequest(limit=n, query=q, with_payload=False, with_vector=False)
-                for q in lists
-            ]
-        )
-    )
-    fused = c.rrf(([p.id for p in points] for points in ranked), limit)
-    sparse_scores = {str(p.id): p.score for p in ranked[2]} if sparse.indices else {}
-    records = {r.id: r for r in shard.retrieve([pid for pid, _ in fused], True, vectors)}
-    return c.hits(
-        (
-            (str(pid), dict(records[pid].payload or {}), score, records[pid].vector)
-            for pid, score in fused
-            if pid in records
-        ),
-        query,
-        sparse_scores,
     )
