@@ -57,7 +57,9 @@ def distractors(size: int, seed: int = 31) -> Iterator[Point]:
     titles = np.concatenate(
         [embedder.embed([r["question"] for r in rows[i : i + 2000]]) for i in range(0, size, 2000)]
     )
-    print(f"embedded {size} distractor questions in {time.perf_counter() - started:.0f} s")
+    print(
+        f"embedded {size} distractor questions in {time.perf_counter() - started:.0f} s", flush=True
+    )
     bodies = titles[np.random.default_rng(seed).permutation(size)]
     for start in range(0, size, 1000):
         part = rows[start : start + 1000]
