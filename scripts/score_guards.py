@@ -3,7 +3,7 @@ golden sets.
 
     .venv/bin/python scripts/score_guards.py [--show-misses]
     .venv/bin/python scripts/score_guards.py --calibrate       # semantic detector bars
-    .venv/bin/python scripts/score_guards.py --rebuild-vectors # after editing exemplars.py
+    .venv/bin/python scripts/score_guards.py --rebuild-vectors # after editing config/exemplars
     PYTHONPATH=<dir with jailguard / presidio> JAILGUARD_MODEL_DIR=<dir> \
         .venv/bin/python scripts/score_guards.py --baselines    # the detectors we did not adopt
 
@@ -35,13 +35,13 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from guardrag.contract import RefusalReason  # noqa: E402
+from guardrag.core import shipped_vectors  # noqa: E402
 from guardrag.core.guards import GuardFinding, InputGuard, OutputGuard, scan_passage  # noqa: E402
 from guardrag.core.guards.redteam import load_cases, run_redteam  # noqa: E402
 from guardrag.core.guards.semantic import (  # noqa: E402
     default_embedder,
     detector_for,
     is_malay,
-    write_vector_cache,
 )
 
 REDTEAM = REPO / "datasets" / "redteam"
@@ -456,12 +456,14 @@ def main() -> None:
     parser.add_argument("--calibrate", action="store_true", help="semantic bars grid, then exit")
     parser.add_argument("--baselines", action="store_true", help="jailguard/presidio, then exit")
     parser.add_argument(
-        "--rebuild-vectors", action="store_true", help="re-embed exemplars.py, then exit"
+        "--rebuild-vectors",
+        action="store_true",
+        help="re-embed config/exemplars (core/shipped_vectors), then exit",
     )
     args = parser.parse_args()
     root = data_dir()
     if args.rebuild_vectors:
-        print(f"wrote {write_vector_cache(default_embedder())}")
+        print(f"wrote {shipped_vectors.write(default_embedder())}")
         return
     if args.calibrate:
         calibrate(root)

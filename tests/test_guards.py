@@ -427,17 +427,15 @@ def test_malay_cue() -> None:
 
 
 def test_shipped_exemplar_vectors_are_current() -> None:
-    """exemplars.py edited without `scripts/score_guards.py --rebuild-vectors` would cost
-    every process ~2 s of embedding at start-up."""
+    """An exemplar edited without `scripts/score_guards.py --rebuild-vectors` would be embedded
+    again by every process at start-up."""
     import numpy as np
 
-    from guardrag.config.exemplars.attacks import ATTACKS, BENIGN
-    from guardrag.core.guards.semantic import VECTOR_CACHE, exemplar_digest
+    from guardrag.core.shipped_vectors import SHIPPED, exemplar_texts
 
-    attacks = [t for _, examples in ATTACKS.values() for t in examples]
-    with np.load(VECTOR_CACHE) as cache:
-        assert str(cache["digest"]) == exemplar_digest(attacks, list(BENIGN))
-        assert cache["attacks"].shape == (len(attacks), 384)
+    with np.load(SHIPPED) as data:
+        assert set(exemplar_texts()) <= {str(text) for text in data["texts"]}
+        assert data["vectors"].shape == (len(data["texts"]), 384)
 
 
 # --- PII: block or redact ----------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 from guardrag.config.exemplars.domain import GREETINGS, OFF_TOPIC, OTHER_BRANDS
 from guardrag.core.embedder import Embedder
 from guardrag.core.kb.stats import joined_words
+from guardrag.core.shipped_vectors import shipped
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,11 @@ class DomainVerdict:
 
 
 class DomainClassifier:
-    """Holds the exemplar embeddings, computed once per process."""
+    """Holds the exemplar embeddings (shipped with the package, see core/shipped_vectors)."""
 
     def __init__(self, embedder: Embedder) -> None:
-        self._off_topic = embedder.embed(list(OFF_TOPIC))
-        self._greetings = embedder.embed(list(GREETINGS))
+        self._off_topic = shipped(embedder, OFF_TOPIC)
+        self._greetings = shipped(embedder, GREETINGS)
 
     def classify(
         self,

@@ -49,6 +49,7 @@ from guardrag.core.embedder import Embedder
 from guardrag.core.guards.learned import LearnedInjection
 from guardrag.core.guards.normalize import INVISIBLE
 from guardrag.core.guards.novelty import REQUEST, KBVocabulary
+from guardrag.core.shipped_vectors import shipped
 
 PASSAGE_MODEL = Path(__file__).with_name("passage_model.npz")
 FEATURES = ("injection", "instruction", "relevance", "kb", "first_person", "request", "novelty")
@@ -180,8 +181,8 @@ class ForeignSentence:
 
 
 class ForeignSentences:
-    """Embeds the exemplars once; `scan` embeds every sentence and title it is given in one
-    batch (ingest only: ~1 ms a sentence on 2 cores)."""
+    """Holds the exemplar vectors (shipped: core/shipped_vectors); `scan` embeds every sentence
+    and title it is given in one batch (ingest only: ~1 ms a sentence on 2 cores)."""
 
     def __init__(
         self,
@@ -194,7 +195,7 @@ class ForeignSentences:
         self.injection = injection or LearnedInjection(embedder)
         exemplars = [*FOREIGN, *(t for _, texts in ATTACKS.values() for t in texts)]
         self._exemplar_texts = exemplars
-        self._exemplars = np.asarray(embedder.embed(exemplars), dtype=np.float32)
+        self._exemplars = shipped(embedder, exemplars)
 
     def features(
         self,

@@ -17,11 +17,9 @@ from (the e-wallet FAQ and golden questions, TNGD, XSTest, Giskard); the red-tea
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +30,7 @@ from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.harmful import FICTION_CONTEXT
 from guardrag.core.guards.learned import LearnedInjection
 from guardrag.core.guards.normalize import Normalized
+from guardrag.core.shipped_vectors import shipped
 
 
 @dataclass(frozen=True)
@@ -41,11 +40,6 @@ class Bar:
     threshold: float
     margin: float
 
-
-#: Exemplar vectors shipped with the package (`scripts/score_guards.py --rebuild-vectors`
-#: rebuilds them): embedding ~260 sentences costs ~2 s of cold start on 2 cores, loading them ~1 ms.
-VECTOR_CACHE = Path(__file__).with_name("exemplar_vectors.npz")
-_PROBE_MIN_COSINE = 0.999
 
 #: English / Malay bars (see the module docstring for how they were chosen).
 BAR_EN = Bar(threshold=0.60, margin=0.12)
@@ -140,7 +134,8 @@ class SemanticDetector:
             texts.extend(examples)
             self._family.extend([family] * len(examples))
         self._texts = texts
-        self._attacks, self._benign = _exemplar_vectors(embedder, texts, list(benign))
+        self._attacks = shipped(embedder, texts)
+        self._benign = shipped(embedder, benign)
 
     def embed(self, text: str) -> np.ndarray:
         return np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
@@ -196,44 +191,6 @@ class SemanticDetector:
                 f"{found.lead:.2f} above the nearest benign question (margin {bar.margin})"
             ),
         )
-
-
-def exemplar_digest(attacks: list[str], benign: list[str]) -> str:
-    """Identifies one set of exemplar texts (the cache is stale when they change)."""
-    return hashlib.sha256("\x00".join([*attacks, "\x01", *benign]).encode()).hexdigest()[:16]
-
-
-def _exemplar_vectors(
-    embedder: Embedder, attacks: list[str], benign: list[str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The cached vectors when they are for these texts and this model (checked by
-    re-embedding one exemplar of each kind), else freshly embedded ones."""
-    if VECTOR_CACHE.is_file():
-        with np.load(VECTOR_CACHE) as cache:
-            if str(cache["digest"]) == exemplar_digest(attacks, benign):
-                cached_attacks = cache["attacks"].astype(np.float32)
-                cached_benign = cache["benign"].astype(np.float32)
-                probe = embedder.embed([attacks[0], benign[0]])
-                if (
-                    float(probe[0] @ cached_attacks[0]) >= _PROBE_MIN_COSINE
-                    and float(probe[1] @ cached_benign[0]) >= _PROBE_MIN_COSINE
-                ):
-                    return cached_attacks, cached_benign
-    return embedder.embed(attacks), embedder.embed(benign)
-
-
-def write_vector_cache(embedder: Embedder, path: Path = VECTOR_CACHE) -> Path:
-    """Embed the package's exemplars and store them (float16 halves the file; cosines move
-    by < 1e-3)."""
-    attacks = [text for _, examples in ATTACKS.values() for text in examples]
-    benign = list(BENIGN)
-    np.savez_compressed(
-        path,
-        digest=np.array(exemplar_digest(attacks, benign)),
-        attacks=embedder.embed(attacks).astype(np.float16),
-        benign=embedder.embed(benign).astype(np.float16),
-    )
-    return path
 
 
 _detectors: list[tuple[Embedder, SemanticDetector]] = []
