@@ -25,6 +25,12 @@ QUESTION = "How long do FPX top-ups take to show up, and is there a fee for them
         ("According to passage [1], the fee is RM1.", "The fee is RM1 [1]."),
         ("Passage [2] states that cards expire after 5 years.", "Cards expire after 5 years [2]."),
         ("Passages [1] and [2] say fees apply", "Fees apply [1] [2]"),
+        (
+            "It arrives in 7-14 days in Sabah, as stated in Passage.",
+            "It arrives in 7-14 days in Sabah.",
+        ),
+        ("The fee is RM12, according to passages [1] and [2].", "The fee is RM12 [1] [2]."),
+        ("The fee is RM12 (see passage 2).", "The fee is RM12 [2]."),
         ("Firms must warn clearly. [1]", "Firms must warn clearly [1]."),
         ("Firms must warn. [1]\nIt is 1.5%. [2] [3]", "Firms must warn [1].\nIt is 1.5% [2] [3]."),
         (

@@ -59,6 +59,13 @@ _POINTER_LEAD = re.compile(
     r"(?:states?|says?|mentions?|explains?|notes?|confirms?|indicates?)\s+(?:that\s+)?)\s*",
     re.IGNORECASE,
 )
+#: "X, as stated in passage [1]." / "X (see passage 1).": the same pointer after the claim.
+_POINTER_TAIL = re.compile(
+    r",?\s*\(?\s*(?:as\s+(?:stated|mentioned|noted|explained|described|shown)\s+in|according\s+to"
+    rf"|see|per)\s+(?:the\s+)?(?:passages?|sources?)\s*(?P<cites>{_CITES}|\d+\s*)?\)?"
+    r"\s*(?P<end>[.!?]?)\s*$",
+    re.IGNORECASE,
+)
 #: "... warnings. [1]" at the end of a line: the citation belongs inside the sentence.
 _TRAILING_CITATIONS = re.compile(r"([.!?])((?:[ \t]*\[\d+\])+)[ \t]*$", re.MULTILINE)
 #: Pieces of our prompt's scaffolding that never belong in an answer.
@@ -137,6 +144,11 @@ def cite_inline(draft: str) -> str:
 
 
 def _restate(sentence: str) -> str:
+    tail = _POINTER_TAIL.search(sentence)
+    if tail and content_words(sentence[: tail.start()]):
+        number = (tail["cites"] or "").strip()
+        cites = " ".join(re.findall(r"\[\d+\]", number) or ([f"[{number}]"] if number else []))
+        sentence = f"{sentence[: tail.start()].rstrip()} {cites}".rstrip() + (tail["end"] or ".")
     lead = _POINTER_LEAD.match(sentence)
     claim = sentence[lead.end() :].strip() if lead else ""
     if lead is None or not content_words(claim):
