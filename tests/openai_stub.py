@@ -25,6 +25,21 @@ FAULTS: tuple[Fault, ...] = (
 )
 
 
+@contextmanager
+def loopback(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server for `handler` on a free loopback port, its base URL while open."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def _completion(
     model: str,
     text: str | None,
@@ -149,12 +164,5 @@ class OpenAIStub:
                 self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
                 self.wfile.flush()
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_port}/v1"
-        finally:
-            server.shutdown()
-            server.server_close()
+        with loopback(Handler) as url:
+            yield f"{url}/v1"

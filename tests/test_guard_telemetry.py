@@ -4,9 +4,8 @@ until server mode actually uses one (each costs two httpx clients, ~0.04 CPU-s).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -17,6 +16,7 @@ from guardrails.api_client import GuardrailsApiClient
 
 from guardrag.core.guards import InputGuard, OutputGuard
 from guardrag.core.guards.telemetry import _defer_api_client, guardrails_is_offline
+from tests.openai_stub import loopback
 
 
 @pytest.fixture
@@ -72,15 +72,8 @@ class _GuardsApi(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def guards_api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GuardsApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback(_GuardsApi) as url:
+        yield url
 
 
 def test_server_mode_still_reaches_the_server(guards_api: str) -> None:
