@@ -13,6 +13,7 @@ from guardrag.core.grounding.lexicon import content_words, negation_cues
 from guardrag.core.grounding.numbers import (
     Mention,
     clause_spans,
+    conversion,
     extract_mentions,
     frequencies,
     number_text,
@@ -53,10 +54,16 @@ def number_problem(claim: str, sources: Sequence[Source], sentence_sim: dict[str
     """Why the claim's numbers are not those of the sources, or "" if they are."""
     label = cite_label(s.passage.number for s in sources)
     pool = [m for s in sources for m in s.mentions]
+    stated = [pair for s in sources for pair in s.rates]
     mentions = extract_mentions(claim)
+    by_rate: list[Mention] = []  # a conversion at a stated rate: checked as a pair, here
     for m in mentions:
-        if not any(same_fact(m, p) for p in pool):
+        if any(same_fact(m, p) for p in pool):
+            continue
+        if (base := conversion(m, mentions, stated)) is None:
             return f"number {m.label()} not in passage {label}"
+        by_rate += [m, base]
+    mentions = [m for m in mentions if not any(m is x for x in by_rate)]
     known = set().union(*(s.frequencies for s in sources))
     for freq in sorted(frequencies(claim) - known):
         return f"frequency 'per {freq}' not in passage {label}"

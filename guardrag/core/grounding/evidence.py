@@ -11,7 +11,13 @@ import numpy as np
 
 from guardrag.core.grounding.entities import entity_index
 from guardrag.core.grounding.lexicon import content_words
-from guardrag.core.grounding.numbers import Mention, clause_spans, extract_mentions, frequencies
+from guardrag.core.grounding.numbers import (
+    Mention,
+    clause_spans,
+    extract_mentions,
+    frequencies,
+    rates,
+)
 from guardrag.core.grounding.report import Passage
 from guardrag.core.grounding.split import lines_of, split_sentences, strip_citations
 
@@ -101,6 +107,7 @@ class Source:
     mentions: tuple[Mention, ...]
     frequencies: frozenset[str]
     entities: frozenset[str]
+    rates: tuple[tuple[Mention, Mention], ...] = ()  # quantities it states as equal
 
 
 def prepare(passage: Passage) -> Source:
@@ -118,6 +125,7 @@ def prepare(passage: Passage) -> Source:
         mentions=tuple(extract_mentions(passage.text)),
         frequencies=frozenset(frequencies(passage.text)),
         entities=frozenset(entity_index(passage.text)),
+        rates=tuple(pair for s in sentences for pair in rates(s)),
     )
 
 

@@ -4,7 +4,9 @@ parsed into comparable values."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Relative tolerance when comparing parsed amounts (RM 5,000 == RM 5000.00).
@@ -212,6 +214,48 @@ def same_fact(claim: Mention, source: Mention) -> bool:
     if (claim.kind, claim.unit) != (source.kind, source.unit):
         return False
     return not (claim.rate and source.rate and claim.rate != source.rate)
+
+
+#: What joins the two sides of a rate: "100 points = RM1", "USD 1 equals RM4.50", "RM1 for
+#: every 100 points".
+_RATE_LINK_RE = re.compile(
+    r"^\s*(?:=|equals?|(?:is|are) (?:worth|equal to)|for (?:every|each))\s*$", re.IGNORECASE
+)
+
+
+def rates(text: str) -> list[tuple[Mention, Mention]]:
+    """Pairs of quantities of different kinds that `text` states as equal, both ways round."""
+    norm = number_text(text)
+    pairs: list[tuple[Mention, Mention]] = []
+    for a, b in itertools.pairwise(extract_mentions(text)):
+        if (a.kind, a.unit) != (b.kind, b.unit) and _RATE_LINK_RE.match(norm[a.end : b.start]):
+            pairs += [(a, b), (b, a)]
+    return pairs
+
+
+def conversion(
+    mention: Mention, claim: Sequence[Mention], stated: Sequence[tuple[Mention, Mention]]
+) -> Mention | None:
+    """The claim's other quantity that `mention` follows from at a rate the source states
+    ("500 points" for "RM5" in "500 points are worth RM5" against "100 points = RM1")."""
+    for have, give in stated:
+        if (give.kind, give.unit) != (mention.kind, mention.unit):
+            continue
+        for other in claim:
+            values = (other.value, have.value, give.value, mention.value)
+            if (
+                other is not mention
+                and (other.kind, other.unit) == (have.kind, have.unit)
+                and all(isinstance(v, float) for v in values)
+                and have.value
+                and math.isclose(
+                    float(other.value) / float(have.value) * float(give.value),
+                    float(mention.value),
+                    rel_tol=1e-9,
+                )
+            ):
+                return other
+    return None
 
 
 #: Clause boundaries inside a sentence (used to bind a number to what it is about).
