@@ -130,6 +130,7 @@ class _TurnLocks:
         self.path = path
         self.fd = os.open(f"{path}.locks", os.O_RDWR | os.O_CREAT, 0o600)
         self.stripes = [threading.Lock() for _ in range(_STRIPES)]
+        self.setup = threading.Lock()
         self.users = 0
 
     @classmethod
@@ -149,12 +150,24 @@ class _TurnLocks:
     @contextmanager
     def hold(self, thread_id: str) -> Iterator[None]:
         stripe = _stripe(thread_id)
-        with self.stripes[stripe]:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, stripe)
-            try:
-                yield
-            finally:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, stripe)
+        with self.stripes[stripe], self._byte(stripe):
+            yield
+
+    @contextmanager
+    def opening(self) -> Iterator[None]:
+        """Held while a store switches the file to WAL and creates its tables: SQLite answers
+        a journal-mode change that races another connection's with "database is locked" at
+        once, without waiting (two replicas, or `serve --workers N`, starting together)."""
+        with self.setup, self._byte(_STRIPES):
+            yield
+
+    @contextmanager
+    def _byte(self, offset: int) -> Iterator[None]:
+        fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, offset)
+        try:
+            yield
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, offset)
 
 
 class SqliteThreadStore(ThreadStore):
@@ -164,10 +177,17 @@ class SqliteThreadStore(ThreadStore):
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10)
-        self._conn.execute("PRAGMA journal_mode=WAL")
         self._turn_locks = _TurnLocks.acquire(path.resolve())
-        super().__init__(SqliteSaver(self._conn, serde=self.serde()))
+        try:
+            with self._turn_locks.opening():
+                self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                saver = SqliteSaver(self._conn, serde=self.serde())
+                saver.setup()
+        except BaseException:
+            self._turn_locks.release()
+            raise
+        super().__init__(saver)
 
     def _lock(self, thread_id: str) -> contextlib.AbstractContextManager[None]:
         return self._turn_locks.hold(thread_id)
