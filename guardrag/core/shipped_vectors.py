@@ -41,12 +41,12 @@ def shipped(embedder: Embedder, texts: Sequence[str], path: Path = SHIPPED) -> n
     """The vectors of `texts`: from the shipped file where it holds them for this embedder,
     embedded otherwise."""
     table = _table(path)
-    if not table or not _matches(embedder, table):
+    if not texts or not table or not _matches(embedder, table):
         return np.asarray(embedder.embed(list(texts)), dtype=np.float32)
     missing = [text for text in dict.fromkeys(texts) if text not in table]
     fresh = dict(zip(missing, embedder.embed(missing), strict=True)) if missing else {}
     rows = [table[text] if text in table else fresh[text] for text in texts]
-    return np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)
+    return np.asarray(rows, dtype=np.float32)
 
 
 def write(embedder: Embedder, path: Path = SHIPPED) -> Path:

@@ -177,14 +177,15 @@ class SqliteThreadStore(ThreadStore):
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10)
         self._turn_locks = _TurnLocks.acquire(path.resolve())
         try:
             with self._turn_locks.opening():
-                self._conn = sqlite3.connect(path, check_same_thread=False, timeout=10)
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 saver = SqliteSaver(self._conn, serde=self.serde())
                 saver.setup()
-        except BaseException:
+        except BaseException:  # nothing of a store that did not open stays open
+            self._conn.close()
             self._turn_locks.release()
             raise
         super().__init__(saver)

@@ -146,8 +146,7 @@ def cite_inline(draft: str) -> str:
 def _restate(sentence: str) -> str:
     tail = _POINTER_TAIL.search(sentence)
     if tail and content_words(sentence[: tail.start()]):
-        number = (tail["cites"] or "").strip()
-        cites = " ".join(re.findall(r"\[\d+\]", number) or ([f"[{number}]"] if number else []))
+        cites = " ".join(f"[{n}]" for n in re.findall(r"\d+", tail["cites"] or ""))
         sentence = f"{sentence[: tail.start()].rstrip()} {cites}".rstrip() + (tail["end"] or ".")
     lead = _POINTER_LEAD.match(sentence)
     claim = sentence[lead.end() :].strip() if lead else ""

@@ -107,7 +107,7 @@ class Source:
     mentions: tuple[Mention, ...]
     frequencies: frozenset[str]
     entities: frozenset[str]
-    rates: tuple[tuple[Mention, Mention], ...] = ()  # quantities it states as equal
+    rates: tuple[tuple[Mention, Mention], ...]  # quantities it states as equal
 
 
 def prepare(passage: Passage) -> Source:

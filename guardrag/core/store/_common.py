@@ -67,7 +67,7 @@ def rrf(ranked: Iterable[Sequence[T]], limit: int, k: int = RRF_K) -> list[tuple
     """
     scores: dict[T, float] = {}
     for ids in ranked:
-        parts = _rrf_parts(k, len(ids))
+        parts = _rrf_shares(k, max(len(ids), 64))  # a few cache entries, not one per length
         for pid, part in zip(ids, parts, strict=False):
             # The sum of two float32 values is exact as a double: rounding it once to float32
             # is what the engine's float32 addition gives.
@@ -81,13 +81,9 @@ def _f32(value: float) -> float:
 
 
 @functools.lru_cache(maxsize=8)
-def _rrf_ranks(k: int, count: int) -> tuple[float, ...]:
+def _rrf_shares(k: int, count: int) -> tuple[float, ...]:
+    """The float32 share of ranks 0..count-1."""
     return tuple(_f32(1.0 / (rank + k)) for rank in range(count))
-
-
-def _rrf_parts(k: int, count: int) -> tuple[float, ...]:
-    """The float32 share of ranks 0..count-1 (at least the usual prefetch's worth, cached)."""
-    return _rrf_ranks(k, max(count, 64))
 
 
 def prefetch_limit(limit: int) -> int:
