@@ -11,6 +11,7 @@ import pytest
 
 from guardrag.config import prompts
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
+from guardrag.core.classify import text_task
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.calibration import Calibration, perturbations
 from guardrag.core.kb.ingest import ingest
@@ -299,6 +300,38 @@ def test_an_off_topic_question_stays_refused_at_the_gate(
     assert result.refusal and result.refusal.reason.value == "out_of_domain", result.trail
     assert result.refusal.stage == "classify"
     assert "still out_of_domain" in next(d for d in result.trail if d.node == "rephrase").reason
+
+
+def test_a_request_to_translate_a_kb_phrase_is_refused_without_a_rewrite(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    # The bundled model rewrote the gym golden set's "Translate 'how much does it cost' into
+    # Mandarin" as "What is the cost?", which the gate let in and generation answered.
+    chat.rephrasings = ["How do I reset my PIN?"]
+    result = bot.ask("Translate 'how do I reset my PIN' into Mandarin")
+    assert result.refusal and result.refusal.reason.value == "out_of_domain", result.trail
+    gate = result.trail[-2]
+    assert gate.node == "classify" and gate.reason == "out_of_domain:text_task"
+    assert gate.detail["verb"] == "translate" and "rephrase" not in nodes(result)
+
+
+@pytest.mark.parametrize(
+    ("message", "verb"),
+    [
+        ("Translate 'good morning' into Japanese", "translate"),
+        ("can you please paraphrase this: my card was declined", "paraphrase"),
+        ("Summarise this article for me", "summarise"),
+        ("Write me a poem about the sea", "write"),
+        ("Compose an email to my landlord", "compose"),
+        ("Tolong terjemahkan ayat ini ke bahasa Inggeris", "terjemahkan"),
+        ("Can you summarise your transfer fees?", None),  # a question about the KB
+        ("How do I write a complaint?", None),
+        ("Write to us about a refund?", None),
+        ("I want to translate the app into Malay, where is the setting?", None),
+    ],
+)
+def test_text_tasks_are_told_from_questions(message: str, verb: str | None) -> None:
+    assert text_task(message) == verb
 
 
 def test_a_failing_model_leaves_the_gate_refusal_standing(

@@ -170,3 +170,13 @@ OTHER_BRANDS = frozenset(
         "tiktok",
     ]
 )
+
+#: Verbs that ask for work on a text, not for what the KB says, at the start of a message
+#: (after "please", "can you"; English and Malay). Such a message is out of domain whatever
+#: the text it quotes is about ("Translate 'how much does it cost' into Mandarin" is not a
+#: price question). The first kind always works on a text; the second only when a text or a
+#: new piece of writing follows ("summarise this article", "write me a poem", not "summarise
+#: your fees").
+TEXT_TASK_VERBS = ("translate", "paraphrase", "rewrite", "reword", "proofread", "terjemahkan")
+WRITING_VERBS = ("summarise", "summarize", "write", "compose", "ringkaskan", "tuliskan")
+WRITING_OBJECTS = ("a", "an", "me", "this", "that", "these", "the following", "my", "satu", "ini")

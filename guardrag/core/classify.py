@@ -1,21 +1,43 @@
 """Domain classification: in domain, out of domain, or small talk, learned from the KB itself.
 
 Evidence: the question's best cosine to any KB entry (from the index), against its best cosine
-to generic off-topic and greeting exemplars, plus other companies' names the KB never mentions.
-No per-KB hand-written rules.
+to generic off-topic and greeting exemplars, plus other companies' names the KB never mentions
+and requests for work on a text ("translate ...", "write me a ..."), which are no question
+about the KB whatever the text they quote is about. No per-KB hand-written rules.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from guardrag.config.exemplars.domain import GREETINGS, OFF_TOPIC, OTHER_BRANDS
+from guardrag.config.exemplars.domain import (
+    GREETINGS,
+    OFF_TOPIC,
+    OTHER_BRANDS,
+    TEXT_TASK_VERBS,
+    WRITING_OBJECTS,
+    WRITING_VERBS,
+)
 from guardrag.core.embedder import Embedder
 from guardrag.core.kb.stats import joined_words
 from guardrag.core.shipped_vectors import shipped
+
+_TEXT_TASK = re.compile(
+    r"^\W*(?:(?:please|pls|kindly|tolong|boleh|can|could|would|will|you|anda|awak)\W+)*"
+    rf"({'|'.join(TEXT_TASK_VERBS)}|(?:{'|'.join(WRITING_VERBS)})"
+    rf"(?=\s+(?:{'|'.join(WRITING_OBJECTS)})\b|\s*[\"'‘“:]))\b",
+    re.IGNORECASE,
+)
+
+
+def text_task(question: str) -> str | None:
+    """The verb when the message asks for work on a text rather than asking a question."""
+    found = _TEXT_TASK.match(question)
+    return found.group(1).lower() if found else None
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,9 @@ class DomainClassifier:
             return DomainVerdict(
                 "greeting", "greeting_similarity", greeting, greeting_similarity, scores
             )
+        task = text_task(question)
+        if task:
+            return DomainVerdict("out_of_domain", "text_task", 1.0, 1.0, {**scores, "verb": task})
         foreign = sorted((joined_words(question) & OTHER_BRANDS) - kb_vocabulary)
         if foreign:
             return DomainVerdict(
