@@ -7,7 +7,8 @@ override any of them for one call without touching process settings. Every value
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -160,6 +161,24 @@ class RunConfig(BaseModel):
                 for e in exc.errors()
             )
             raise KnobError(f"invalid knobs: {problems}") from None
+
+    @classmethod
+    def parse(cls, items: Iterable[str]) -> dict[str, Any]:
+        """`name=value` overrides (values read as JSON, else strings), checked: KnobError names
+        the first bad one."""
+        knobs: dict[str, Any] = {}
+        for item in items:
+            name, sep, raw = item.partition("=")
+            if not sep or name not in KNOBS:
+                raise KnobError(
+                    f"{item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(KNOBS))}"
+                )
+            try:
+                knobs[name] = json.loads(raw)
+            except json.JSONDecodeError:
+                knobs[name] = raw
+        cls.checked(knobs)
+        return knobs
 
     @classmethod
     def describe(cls) -> dict[str, tuple[Any, str]]:

@@ -43,6 +43,7 @@ from typing import Any
 from _bench import machine, percentile
 from langchain_openai import ChatOpenAI
 
+from guardrag.config.run_config import KnobError, RunConfig
 from guardrag.config.settings import Settings, load_settings
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.ingest import ingest
@@ -79,6 +80,7 @@ class Runtime:
     stop: Callable[[], None]
     bot: Guardrag | None = None
     threads: int = 1
+    knobs: dict[str, Any] = field(default_factory=dict)  # per-run overrides of this arm
     latencies: list[float] = field(default_factory=list)  # the whole question
     generate_ms: list[float] = field(default_factory=list)  # the generate node, where it ran
     rephrase_ms: list[float] = field(default_factory=list)  # the rephrase node, where it ran
@@ -281,7 +283,7 @@ def ask(runtime: Runtime, case: Case, number: int, total: int) -> None:
     def mark(node: str, _update: dict[str, Any]) -> None:
         marks.append((node, cpu_s(runtime.pid), own_cpu_s()))
 
-    result = runtime.bot.ask(case.question, KB, row_id=case.id, on_step=mark)
+    result = runtime.bot.ask(case.question, KB, row_id=case.id, on_step=mark, knobs=runtime.knobs)
     mark("end", {})
     cpu_ms: defaultdict[str, float] = defaultdict(float)
     for (_, server0, own0), (node, server1, own1) in itertools.pairwise(marks):
@@ -370,8 +372,19 @@ def main() -> int:
     parser.add_argument("--golden", type=Path, default=REPO / "datasets/ewallet/golden.jsonl")
     parser.add_argument("--kb-file", type=Path, default=REPO / "datasets/ewallet/faq.jsonl")
     parser.add_argument("--limit", type=int, help="at most this many generation cases")
+    parser.add_argument(
+        "--knob",
+        action="append",
+        default=[],
+        help="NAME=VALUE: also ask the bundled server with these knobs, alternated with the "
+        "defaults (e.g. --knob max_passages=2); repeat for several knobs in the one arm",
+    )
     parser.add_argument("--json", type=Path, help="write the reports here")
     args = parser.parse_args()
+    try:
+        variant = RunConfig.parse(args.knob)
+    except KnobError as exc:
+        parser.error(str(exc))
     installed = load_settings()
     name = args.model or installed.llm_local_model
     if local.install_problem(installed.model_copy(update={"llm_local_model": name})):
@@ -399,6 +412,16 @@ def main() -> int:
             load_cases(args.golden),
         )[: args.limit]
         runtimes = [start_xllamacpp(settings)]
+        if variant:  # the same server, other knobs: a second arm that costs no second model
+            base = runtimes[0]
+            label = ",".join(f"{k}={v}" for k, v in variant.items())
+            runtimes.append(
+                Runtime(
+                    *(label, base.base_url, base.api_key, base.pid, base.start_s, lambda: None),
+                    threads=base.threads,
+                    knobs=variant,
+                )
+            )
         if args.old_runtime:
             runtimes.append(
                 start_llama_cpp_python(args.old_runtime, settings, data_dir / "old-server.log")
@@ -407,7 +430,7 @@ def main() -> int:
             for runtime in runtimes:
                 chat: ChatOpenAI = (
                     load_chat_model(settings)  # type: ignore[assignment]
-                    if runtime.name == "xllamacpp"
+                    if runtime.name != "llama-cpp-python"
                     else OldServerChat(
                         model=name,
                         base_url=runtime.base_url,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from guardrag.config.run_config import RunConfig
+from guardrag.config.run_config import KnobError, RunConfig
 from guardrag.contract import REASON_KIND, Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.faces.eval import calibration
 from guardrag.faces.eval import metrics as eval_metrics
@@ -352,3 +352,15 @@ def test_guardrag_eval_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert again.exit_code == 1 and "regression: decision_accuracy" in again.output
     bad = CliRunner().invoke(app, [*args, "--knob", "nope=1"])
     assert bad.exit_code == 2 and "nope=1" in bad.output
+
+
+def test_knob_overrides_are_read_as_json_and_checked() -> None:
+    knobs = RunConfig.parse(["max_passages=2", "faq_generation=never", "rerank=false"])
+    assert knobs == {"max_passages": 2, "faq_generation": "never", "rerank": False}
+    for bad, named in (
+        ("max_passages=0", "max_passages"),
+        ("nope=1", "nope=1"),
+        ("top_k", "top_k"),
+    ):
+        with pytest.raises(KnobError, match=named):
+            RunConfig.parse([bad])

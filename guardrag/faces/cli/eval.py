@@ -12,7 +12,6 @@ import typer
 from tqdm import tqdm
 
 from guardrag.config.run_config import (
-    KNOBS,
     KnobError,
     RunConfig,
 )
@@ -20,24 +19,10 @@ from guardrag.config.settings import load_settings, validate_kb_name
 
 
 def _knobs(items: list[str]) -> dict[str, Any]:
-    """`name=value` pairs (values as JSON, else strings), checked against RunConfig's knobs."""
-    knobs: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or name not in KNOBS:
-            raise typer.BadParameter(
-                f"{item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(KNOBS))}",
-                param_hint="--knob",
-            )
-        try:
-            knobs[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            knobs[name] = raw
     try:
-        RunConfig.checked(knobs)
+        return RunConfig.parse(items)
     except KnobError as exc:
         raise typer.BadParameter(str(exc), param_hint="--knob") from None
-    return knobs
 
 
 def eval_command(
