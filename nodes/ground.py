@@ -31,6 +31,7 @@ from guardrag.core.grounding import (
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
 from guardrag.core.rerank import answers_in_kind
+from guardrag.core.text import asks_for_definition
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import NodeRuntime, decide, faq_threshold, knobs, refuse_with
 
@@ -66,7 +67,15 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
         if judge is not None:
             report = judge_report(report, given, judge, config)
-        elif not report.supported and (edit := prune(draft, given, embedder, min_similarity)):
+        elif not report.supported and (
+            edit := prune(
+                draft,
+                given,
+                embedder,
+                min_similarity,
+                answer_first=asks_for_definition(state["question"]),
+            )
+        ):
             draft, pruned, report = edit  # unsupported uncited remarks left out; rest grounded
     except Exception as exc:  # the embedding model failed: nothing can be verified
         log.error(

@@ -133,6 +133,13 @@ def test_prune_leaves_out_only_unsupported_uncited_remarks(
     assert (pruned[0] if pruned else None) == expected
 
 
+def test_an_invented_definition_is_the_answer_and_never_left_out(embedder: OnnxEmbedder) -> None:
+    draft = "Fraud is deception for personal gain. Credit card top-ups carry a 1.5% fee [1]."
+    pruned = prune(draft, FEE, embedder, DEFAULT_MIN_SIMILARITY)
+    assert pruned is not None and pruned[0] == "Credit card top-ups carry a 1.5% fee [1]."
+    assert prune(draft, FEE, embedder, DEFAULT_MIN_SIMILARITY, answer_first=True) is None
+
+
 def test_ground_answers_without_the_unsupported_remark(
     bot: Guardrag, chat: ScriptedChatModel
 ) -> None:

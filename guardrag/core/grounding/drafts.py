@@ -175,14 +175,26 @@ def is_prunable(sentence: str) -> bool:
 
 
 def prune(
-    draft: str, passages: Sequence[Passage], embedder: Embedder, min_similarity: float
+    draft: str,
+    passages: Sequence[Passage],
+    embedder: Embedder,
+    min_similarity: float,
+    answer_first: bool = False,
 ) -> tuple[str, tuple[str, ...], GroundingReport] | None:
     """The draft without its unsupported uncited remarks, the remarks, and the report on what
     is left, when that is fully grounded ("It is 1.5% [1]. This keeps your money safe." ->
-    "It is 1.5% [1]."); None otherwise."""
+    "It is 1.5% [1]."); None otherwise.
+
+    With `answer_first` (the question asks what something is) the opening sentence is the
+    answer, never a remark: asked "What is fraud?", a draft whose invented definition is left
+    out would answer with the passage's steps to report a scam, another question's answer. (An
+    opening that only restates a how-to question, "Yes, you can set a monthly transfer.", is
+    a remark like any other.)"""
+    opening = next((s for line in draft.splitlines() for s in split_sentences(line)), None)
+    opening = opening if answer_first else None
 
     def unsupported(sentence: str) -> bool:
-        if not is_prunable(sentence):
+        if sentence == opening or not is_prunable(sentence):
             return False
         report = check_grounding(sentence, passages, embedder, min_similarity=min_similarity)
         return not report.supported
