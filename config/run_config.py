@@ -110,7 +110,8 @@ class RunConfig(BaseModel):
         "agreed",
         "An FAQ question no entry answers with confidence: 'always' lets the chat model write "
         "an answer from the passages; 'agreed' only when the question and its rephrasing rank "
-        "the same entry first (on a KB nobody evaluated, free text from a near entry answered "
+        "the same entry first (a question the model gives back unchanged has no rephrasing; "
+        "on a KB nobody evaluated, free text from a near entry answered "
         "29% of questions wrongly); 'never' refuses low_confidence. Questions of several parts "
         "and document KBs are always generated.",
     )

@@ -7,8 +7,10 @@ relevant was found for a question only loosely related to the KB. The small mode
 judges relevance no better than chance (it picks by position), but it rewrites well, so the
 rewrite is a second probe, never an answer: it is screened by the input guard like any
 question, then retrieved, and `rerank` answers verbatim only when both wordings land on the
-same entry (from the domain gate: when the rewrite alone is confident). When the model fails
-or its rewrite is unusable, the earlier stage's decision stands.
+same entry (from the domain gate: when the rewrite alone is confident). When its rewrite is
+unusable or the question itself, the earlier stage's decision stands (an unsure entry then has
+no second wording agreeing with it). When the model fails, the domain gate's refusal stands and
+an unsure question is refused llm_unavailable: the model it needs is down.
 
 The customer's own words passed the input guard; the rewrite is the model's. A rewrite that
 trips a guard rule is therefore never used and never held against the customer as an attack
@@ -46,6 +48,7 @@ MAX_REPHRASED_CHARS = 200
 #: Input-guard findings on embedding similarity alone: when only the model's rewrite trips one,
 #: the rewrite is dropped and the first ranking goes on (a rule finding refuses, see above).
 SIMILARITY_ONLY = "semantic."
+CALL_FAILED = "model call failed"
 log = logging.getLogger("guardrag.nodes")
 
 
@@ -59,12 +62,18 @@ def _probe(
 ) -> dict[str, Any]:
     """The rewrite as a second probe: screened, then (from the domain gate) gated again."""
     asked_by = state["trail"][-1].node  # classify (the domain gate) or rerank (unsure)
+    if problem.startswith(CALL_FAILED) and asked_by == "rerank":
+        # an unsure question needs the model (a second wording, then a draft): it is down
+        failed = decide(NODE, "error", problem)
+        return refuse_with(RefusalReason.LLM_UNAVAILABLE, failed, rephrase_tried=True)
     if problem:
         return _stands(state, asked_by, problem)
     screened = moderate_input({**state, "question": rewrite}, config, runtime)
     said = decide(NODE, "pass", "asked again in plain words", rephrased=rewrite, asked_by=asked_by)
     if screened.get("refusal") is not None:  # the rewrite must pass the guards too
         tripped = screened["trail"][-1]
+        if tripped.verdict == "error":  # the embedding model failed: a failure, not a finding
+            return screened
         if tripped.reason.startswith(SIMILARITY_ONLY):
             # the customer's words passed; the model's merely resemble an attack: not used
             return _stands(state, asked_by, f"the rewrite resembles {tripped.reason}")
@@ -117,7 +126,7 @@ def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tup
         reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
     except Exception as exc:  # the earlier decision stands; the trail says why
         log.warning("rephrase: model call failed (%s)", type(exc).__name__)
-        return "", f"model call failed: {type(exc).__name__}", spent
+        return "", f"{CALL_FAILED}: {type(exc).__name__}", spent
     spent = reply_usage(reply, runtime.context.model_name)
     text = reply.content if isinstance(reply.content, str) else ""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]

@@ -165,9 +165,10 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         } == {agreed.entry}
         question, ranked = state["question"], first
         detail["first_ranking_stands"] = agreed.why
-    elif first:  # back from `rephrase`, which found no other wording
+    elif first:  # back from `rephrase`, which found no other wording: nothing agrees with the
+        # unsure first ranking (kept as it was, the model's "rewrite" is no second opinion)
         ranked, detail = first, {"first_ranking_stands": "no rephrasing"}
-        same_top = True
+        same_top = False
     else:
         detail, same_top = {}, True
     may_rephrase = not state.get("rephrase_tried") and can_rephrase(run, runtime)

@@ -23,8 +23,9 @@ class ScriptedChatModel(BaseChatModel):
     """Replies with queued strings (or raises queued exceptions) and records every prompt.
 
     `rephrase` asks have their own queue, `rephrasings`, and record, `rephrase_calls`; with none
-    queued the model gives the customer's message back unchanged (so `rephrase` adds nothing
-    and the earlier decision stands), and tests scripted for `generate` need not know of it.
+    queued the model says the customer's message again with a plain lead-in ("Please tell me:
+    ..."), a second wording that ranks like the first, so tests scripted for `generate` need not
+    know of it.
     """
 
     replies: list[str | Exception] = Field(default_factory=list)
@@ -46,7 +47,7 @@ class ScriptedChatModel(BaseChatModel):
         if messages and messages[0].content == prompts.REPHRASE_SYSTEM:
             self.rephrase_calls.append(messages)
             asked = str(messages[-1].content).rpartition("Message: ")[2]
-            reply = self.rephrasings.pop(0) if self.rephrasings else asked
+            reply = self.rephrasings.pop(0) if self.rephrasings else f"Please tell me: {asked}"
         else:
             self.calls.append(messages)
             if not self.replies:

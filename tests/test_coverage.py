@@ -184,6 +184,22 @@ def test_disagreeing_wordings_are_not_confident_enough_to_write_an_answer(
     assert chat.calls == []  # no free text from an entry the two wordings disagree on
 
 
+def test_a_question_the_model_keeps_as_it_was_has_no_second_wording_to_agree(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    """Asked to rephrase, the model returned the question itself: the unsure first ranking has
+    nothing agreeing with it, so no free text is written from it (on our tuning sets such
+    drafts answered 3 questions wrongly for 4 right)."""
+    chat.rephrasings = [UNSURE.capitalize()]
+    result = bot.ask(UNSURE)
+    assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
+    said = next(d for d in result.trail if d.node == "rephrase")
+    assert said.verdict == "miss" and "kept the question" in said.reason
+    second = [d for d in result.trail if d.node == "rerank"][-1]
+    assert second.detail["first_ranking_stands"] == "no rephrasing"
+    assert chat.calls == []
+
+
 def test_faq_generation_always_writes_from_the_first_ranking(
     bot: Guardrag, chat: ScriptedChatModel
 ) -> None:
@@ -234,15 +250,6 @@ def test_a_rephrasing_that_settles_a_near_tie_is_answered_verbatim(
     assert result.route == "semantic_match", result.trail
     assert result.citations[0].source_id == "kw-transfers-007"
     assert "near tie" in next(d for d in result.trail[::-1] if d.node == "rerank").reason
-
-
-def test_a_rephrasing_the_model_cannot_improve_goes_back_to_the_first_ranking(
-    bot: Guardrag, chat: ScriptedChatModel
-) -> None:
-    chat.replies = ["NOT_IN_SOURCES"]  # the fake gives the question back unchanged
-    result = bot.ask(UNSURE)
-    assert went(result, "rerank", "rephrase", "rerank", "generate"), result.trail
-    assert "kept the question" in next(d for d in result.trail if d.node == "rephrase").reason
 
 
 def test_a_rephrasing_is_screened_like_any_question(bot: Guardrag, chat: ScriptedChatModel) -> None:
