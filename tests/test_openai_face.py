@@ -36,8 +36,9 @@ NEEDS_GENERATION = "is it free to top up my wallet?"
 
 class Replies(list[str]):
     """The stub's reply queue, answering by what it is asked: a queued reply for a drafting or
-    rewrite prompt, the customer's own words for any other (a rephrase keeps the question),
-    so each test scripts only the call it is about, whatever else the pipeline asks."""
+    rewrite prompt, the customer's words with a plain lead-in for any other (a rephrasing that
+    ranks like the question), so each test scripts only the call it is about, whatever else
+    the pipeline asks."""
 
     def __init__(self, stub: OpenAIStub) -> None:
         super().__init__()
@@ -54,7 +55,8 @@ class Replies(list[str]):
             return super().pop(0)
         if scripted:
             return "NOT_IN_SOURCES"
-        return str(messages[-1]["content"]).split("\n")[-1].removeprefix("Message: ")
+        asked = str(messages[-1]["content"]).split("\n")[-1].removeprefix("Message: ")
+        return f"Please tell me: {asked}"
 
 
 @pytest.fixture(scope="module")
