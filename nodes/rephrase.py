@@ -124,7 +124,7 @@ def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tup
     ]
     try:
         reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
-    except Exception as exc:  # the earlier decision stands; the trail says why
+    except Exception as exc:  # `_probe` decides what a failure means for the asking stage
         log.warning("rephrase: model call failed (%s)", type(exc).__name__)
         return "", f"{CALL_FAILED}: {type(exc).__name__}", spent
     spent = reply_usage(reply, runtime.context.model_name)

@@ -351,6 +351,16 @@ def test_a_failing_model_leaves_the_gate_refusal_standing(
     assert "model call failed: TimeoutError" in result.trail[-2].reason
 
 
+def test_a_failing_model_refuses_an_unsure_question_as_unavailable(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    chat.rephrasings = [TimeoutError("slow")]
+    result = bot.ask(UNSURE)
+    assert result.refusal and result.refusal.reason.value == "llm_unavailable", result.trail
+    assert result.refusal.kind == "error" and chat.calls == []  # not asked a second time
+    assert result.trail[-2].node == "rephrase" and "TimeoutError" in result.trail[-2].reason
+
+
 def test_without_a_model_nothing_is_rephrased(bot: Guardrag) -> None:
     result = bot.with_services(chat_model=None).ask(UNSURE)
     assert "rephrase" not in nodes(result)
