@@ -48,12 +48,19 @@ MAX_REPHRASED_CHARS = 200
 #: Input-guard findings on embedding similarity alone: when only the model's rewrite trips one,
 #: the rewrite is dropped and the first ranking goes on (a rule finding refuses, see above).
 SIMILARITY_ONLY = "semantic."
-CALL_FAILED = "model call failed"
 log = logging.getLogger("guardrag.nodes")
 
 
 def rephrase(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
-    rewrite, problem, usage = _rewrite(state["question"], config, runtime)
+    try:
+        rewrite, problem, usage = _rewrite(state["question"], config, runtime)
+    except Exception as exc:  # the model failed: the gate's refusal stands, an unsure question
+        log.warning("rephrase: model call failed (%s)", type(exc).__name__)  # can't go on
+        problem = f"model call failed: {type(exc).__name__}"
+        if state["trail"][-1].node == "classify":
+            return _stands(state, "classify", problem)
+        failed = decide(NODE, "error", problem)
+        return refuse_with(RefusalReason.LLM_UNAVAILABLE, failed, rephrase_tried=True)
     return {**_probe(state, config, runtime, rewrite, problem), "usage": usage}
 
 
@@ -62,10 +69,6 @@ def _probe(
 ) -> dict[str, Any]:
     """The rewrite as a second probe: screened, then (from the domain gate) gated again."""
     asked_by = state["trail"][-1].node  # classify (the domain gate) or rerank (unsure)
-    if problem.startswith(CALL_FAILED) and asked_by == "rerank":
-        # an unsure question needs the model (a second wording, then a draft): it is down
-        failed = decide(NODE, "error", problem)
-        return refuse_with(RefusalReason.LLM_UNAVAILABLE, failed, rephrase_tried=True)
     if problem:
         return _stands(state, asked_by, problem)
     screened = moderate_input({**state, "question": rewrite}, config, runtime)
@@ -114,7 +117,8 @@ def _probe(
 
 
 def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tuple[str, str, Usage]:
-    """The model's rewrite, or ("", why there is none), and the call's tokens."""
+    """The model's rewrite, or ("", why there is none), and the call's tokens; a failing
+    call raises."""
     model, spent = runtime.context.chat_model, Usage()
     if model is None:
         return "", "no chat model to rephrase with", spent
@@ -122,11 +126,7 @@ def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tup
         SystemMessage(prompts.REPHRASE_SYSTEM),
         HumanMessage(prompts.REPHRASE_USER.format(question=question)),
     ]
-    try:
-        reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
-    except Exception as exc:  # `_probe` decides what a failure means for the asking stage
-        log.warning("rephrase: model call failed (%s)", type(exc).__name__)
-        return "", f"{CALL_FAILED}: {type(exc).__name__}", spent
+    reply = model.bind(max_tokens=QUESTION_MAX_TOKENS).invoke(messages, config)
     spent = reply_usage(reply, runtime.context.model_name)
     text = reply.content if isinstance(reply.content, str) else ""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]

@@ -417,7 +417,12 @@ def main() -> int:
             label = ",".join(f"{k}={v}" for k, v in variant.items())
             runtimes.append(
                 Runtime(
-                    *(label, base.base_url, base.api_key, base.pid, base.start_s, lambda: None),
+                    label,
+                    base.base_url,
+                    base.api_key,
+                    base.pid,
+                    base.start_s,
+                    stop=lambda: None,  # the server is the first arm's
                     threads=base.threads,
                     knobs=variant,
                 )

@@ -190,8 +190,8 @@ def prune(
     out would answer with the passage's steps to report a scam, another question's answer. (An
     opening that only restates a how-to question, "Yes, you can set a monthly transfer.", is
     a remark like any other.)"""
-    opening = next((s for line in draft.splitlines() for s in split_sentences(line)), None)
-    opening = opening if answer_first else None
+    sentences = (s for line in draft.splitlines() for s in split_sentences(line))
+    opening = next(sentences, None) if answer_first else None
 
     def unsupported(sentence: str) -> bool:
         if sentence == opening or not is_prunable(sentence):
