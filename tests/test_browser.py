@@ -369,7 +369,8 @@ def real_site(embedder: OnnxEmbedder, tmp_path_factory: pytest.TempPathFactory) 
 
 #: Timed inside the page, from the click: the first stage only progress events can show, the
 #: first verified sentence (shown while the stage still says the model is drafting), the stage
-#: that follows the draft's last word, and the final answer (its sources, no stage left).
+#: that follows the draft's last word, the final answer (its sources, no stage left), and any
+#: end, a refusal included (the route badge back), so a refused answer fails at once.
 TIMELINE = """([labels, drafting, verifying]) => {
     window.seen = {};
     const note = (name) => { if (!(name in window.seen)) window.seen[name] = performance.now(); };
@@ -382,6 +383,9 @@ TIMELINE = """([labels, drafting, verifying]) => {
         if (text.includes(verifying)) note('drafted');
         if (text.includes('Sources:') && !labels.some((l) => text.includes(l))
             && !text.includes(verifying)) note('final');
+        // any end, a refusal included: the badge is cleared while stages show, set at the end
+        if ('progress' in window.seen && document.querySelector('#route-badge .route-badge'))
+            note('ended');
     }).observe(document.body, {subtree: true, childList: true, characterData: true});
 }"""
 
@@ -410,12 +414,18 @@ def test_the_real_model_shows_verified_sentences_while_it_writes(
             "() => { document.querySelector('#ask').click(); return performance.now(); }"
         )
         page.wait_for_function(
-            "() => 'sentence' in window.seen || 'final' in window.seen", timeout=240_000
+            "() => ['sentence', 'final', 'ended'].some((name) => name in window.seen)",
+            timeout=240_000,
         )
         assert "sentence" in page.evaluate("() => window.seen"), last_reply(page)
         snap(page, "chat-sentences.png")
-        page.wait_for_function("() => 'final' in window.seen", timeout=240_000)
+        page.wait_for_function(  # an end without sources is given 2 s to show them
+            "() => 'final' in window.seen"
+            " || ('ended' in window.seen && performance.now() - window.seen.ended > 2000)",
+            timeout=240_000,
+        )
         seen = {name: at - clicked for name, at in page.evaluate("() => window.seen").items()}
+        assert "final" in seen, last_reply(page)
         print(f"\nreal model, ms after the click: { ({k: round(v) for k, v in seen.items()}) }")
         assert seen["progress"] < 1000, seen
         assert seen["sentence"] < seen["drafted"], seen  # before the last one was generated
