@@ -87,3 +87,39 @@ def test_ask_without_a_model_imports_no_face_or_chat_client(tmp_path: Path) -> N
         found = imported(question, tmp_path)
     assert "guardrag.core.embedder" in found  # the pipeline did load
     assert not {"gradio", "fastapi", "uvicorn", "langchain_openai"} & set(found)
+
+
+# Runs the CLI in a fresh interpreter, then reports the cyclic collector's state.
+GC_PROBE = """
+import gc, json, sys
+from guardrag.faces.cli.main import main
+sys.argv = ["guardrag", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "collecting"),
+    [(["ask", "How do I reset my PIN?", "--kb", "nowhere"], True), (["kbs"], False)],
+)
+def test_the_collector_is_paused_for_start_up_only(
+    args: list[str], collecting: bool, tmp_path: Path
+) -> None:
+    """`main` turns the cyclic collector off for start-up (guardrag/faces/cli/startup.py); a
+    command that loads the pipeline turns it back on with the start-up objects frozen, a short
+    command ends without it."""
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, json.dumps(args)],
+        env={**os.environ, "GUARDRAG_DATA_DIR": str(tmp_path), "GUARDRAG_LLM_LOCAL": "false"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert state["enabled"] is collecting, done.stderr[-2000:]
+    assert (state["frozen"] > 10_000) is collecting, state

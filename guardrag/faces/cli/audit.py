@@ -21,6 +21,7 @@ from guardrag.core.audit.migrations import AuditSchemaError
 from guardrag.core.audit.record import AuditRecord
 from guardrag.core.audit.sink import default_audit_url
 from guardrag.core.audit.store import AuditUnavailable, SqlAuditStore, open_audit_store
+from guardrag.faces.cli.startup import resume
 
 audit_app = typer.Typer(
     help="Read the audit log: tail, show, stats, export; replay a recorded request.",
@@ -213,6 +214,7 @@ def replay(
 
     with _store() as store:
         bot = Guardrag.from_settings(audit=False)  # a replay compares; it is not a request
+        resume()
         try:
             report = run_replay(store, request_id, bot)
         except KeyError as exc:

@@ -16,6 +16,7 @@ from guardrag.config.run_config import (
     RunConfig,
 )
 from guardrag.config.settings import load_settings, validate_kb_name
+from guardrag.faces.cli.startup import resume
 
 
 def _knobs(items: list[str]) -> dict[str, Any]:
@@ -108,6 +109,7 @@ def eval_command(
     out_dir = out or Path("eval") / f"{name}-{golden.stem}"
     settings = load_settings()
     bot = Guardrag.from_settings(settings, audit=False, source="eval")
+    resume()
     try:
         store = bot.services.store
         if ingest:

@@ -22,6 +22,7 @@ from guardrag.faces.cli.eval import eval_command
 from guardrag.faces.cli.llm import llm_app
 from guardrag.faces.cli.quarantine import quarantine_app
 from guardrag.faces.cli.serve import serve
+from guardrag.faces.cli.startup import pause, resume
 
 _ENV_HELP = "\n\n".join(f"{name}: {text}" for name, text in describe_settings())
 app = typer.Typer(
@@ -102,11 +103,13 @@ def ingest(
     mapping = parse_columns(columns)
     total = len(load_entries(paths, mapping, skip_bad_rows)[0])
     store = store_from_settings(settings)
+    embedder = load_embedder()
+    resume()
     try:
         with tqdm(total=total, desc=f"ingest {name}", unit="entry", file=sys.stderr) as bar:
             report = run_ingest(
                 store,
-                load_embedder(),
+                embedder,
                 name,
                 paths,
                 columns=mapping,
@@ -165,6 +168,7 @@ def ask(
 
     thread_id = None if thread is None else validate_thread_id(thread)
     bot = Guardrag.from_settings(source="cli")
+    resume()
     try:
         result = bot.ask(question, _kb(kb), thread_id=thread_id)
     finally:
@@ -218,6 +222,7 @@ def batch(
         typer.secho(f"skipped: {problem}", fg=typer.colors.YELLOW, err=True)
     name = _kb(kb)
     bot = Guardrag.from_settings(source="batch")
+    resume()
     counts = {"answered": 0, "refused": 0}
     try:
         with (
@@ -289,6 +294,7 @@ app.command("eval")(eval_command)
 
 def main() -> None:
     """Console entry point: known failures become one clear line and exit code 2, never a traceback."""
+    pause()
     try:
         if load_settings().log_json:
             configure_json_logging()

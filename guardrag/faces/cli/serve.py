@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from guardrag.config.settings import Settings, SettingsError, load_settings
+from guardrag.faces.cli.startup import resume
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -163,6 +164,7 @@ def serve(
         if not settings.qdrant_url and settings.edge_source_dir is None:
             # Embedded Edge admits one process per shard: each worker follows DATA_DIR.
             os.environ["GUARDRAG_EDGE_SOURCE_DIR"] = str(settings.data_dir)
+        resume()
         uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **options)
         return
 
@@ -173,6 +175,8 @@ def serve(
     bot = Guardrag.from_settings(settings, source="api")
     bot.warm_up()
     try:
-        uvicorn.run(create_app(bot, with_ui=with_ui), **options)
+        web = create_app(bot, with_ui=with_ui)
+        resume()
+        uvicorn.run(web, **options)
     finally:
         bot.close()
