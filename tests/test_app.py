@@ -24,6 +24,7 @@ from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.app import build_app, graph_png
 from guardrag.faces.ui.audit import audit_detail, audit_export, audit_view
 from guardrag.faces.ui.chat import (
+    KEEP,
     chat_turn,
     feedback_score,
     record_feedback,
@@ -102,6 +103,7 @@ def test_chat_turn_streams_the_checked_answer_then_citations(bot: Guardrag) -> N
     updates = list(chat_turn(bot, TOP_UP, earlier, KB, {}, recent=recent))
     (history, cleared, shown, rows, _, _), *streamed, final = updates
     assert _reply(history) == THINKING and shown == "" and rows == [] and cleared == ""
+    assert all(u[1] is KEEP for u in updates[1:])  # what is typed meanwhile stays in the box
     stages = [_reply(u[0]) for u in streamed if _reply(u[0]) in {f"*{x}*" for x in LABELS}]
     assert stages[0] == f"*{STAGE_LABELS['checking']}*" and len(stages) >= 4  # progress first
     [record] = recent.items()  # the pipeline ran once, before any text was shown

@@ -164,9 +164,9 @@ def ask(page: Page, question: str, timeout_ms: int = TIMEOUT_MS) -> None:
     for waiting in ("Checking your question", *STAGE_LABELS.values()):
         expect(replies.nth(count)).not_to_contain_text(waiting.rstrip("…."), timeout=timeout_ms)
     expect(page.locator("#route-badge .route-badge")).to_be_visible(timeout=timeout_ms)
-    page.wait_for_timeout(
-        300
-    )  # the event ends just after its last update: a click before is dropped
+    # The event ends just after its last update; a click before that waits for it (the UI
+    # answers a question sent meanwhile next), which would blur the next question's timings.
+    page.wait_for_timeout(300)
 
 
 def sign_in(page: Page, token: str = TOKEN) -> None:
@@ -234,6 +234,25 @@ def watch_progress(page: Page) -> None:
     page.wait_for_timeout(4_000)
     assert last_reply(page) == waiting  # stopped: no answer or refusal replaced the stage
     assert any(label.rstrip("….") in waiting for label in STAGE_LABELS.values()), waiting
+
+
+def test_a_question_typed_while_an_answer_comes_is_kept_and_answered_next(
+    browser: Browser, slow_site: str
+) -> None:
+    """A customer who types the next question while the answer is still coming (the slow
+    model takes 3 s a call) keeps what they typed, and a question sent before the answer has
+    finished is answered after it, never dropped."""
+    with open_page(browser, f"{slow_site}/ui/") as page:
+        box = page.locator("#question textarea")
+        box.fill(NEEDS_GENERATION)
+        page.locator("#ask").click()
+        expect(page.locator("#chat .bot")).to_have_count(1)
+        box.fill(TOP_UP)  # typed while the first answer is on its way
+        page.locator("#ask").click()  # and sent before it has finished
+        expect(page.locator("#chat .bot").first).not_to_contain_text("Checking", timeout=60_000)
+        expect(page.locator("#chat .user")).to_have_count(2, timeout=60_000)
+        expect(page.locator("#chat .user").nth(1)).to_contain_text(TOP_UP)
+        expect(page.locator("#chat .bot").nth(1)).to_contain_text("top up", timeout=60_000)
 
 
 def test_no_refusal_shown_to_a_customer_holds_an_internal_code(page: Page) -> None:

@@ -49,7 +49,10 @@ DID_YOU_MEAN = "Did you mean one of these?"
 AUDIT_FAILED = "Sorry, this answer could not be recorded, so it is not shown. Please try again."
 
 # One chat update: history, question box, badge, trail rows, message index -> request id, why.
-ChatUpdate = tuple[list[Message], str, str, list[TrailRow], dict[int, str], str]
+ChatUpdate = tuple[list[Message], str | dict[str, Any], str, list[TrailRow], dict[int, str], str]
+#: The question box as the customer left it: cleared when a question is taken, then never
+#: touched again by that turn's updates (what they type meanwhile is the next question).
+KEEP: dict[str, Any] = gr.skip()
 
 
 def session_thread(request: gr.Request | None) -> str | None:
@@ -130,13 +133,13 @@ def chat_turn(
                 label = item.label
             else:
                 sentences.append(item.text)
-            yield _say(history, _waiting(sentences, label)), "", "", [], ids, ""
+            yield _say(history, _waiting(sentences, label)), KEEP, "", [], ids, ""
             continue
         if isinstance(item, Exception):
             failed = AUDIT_FAILED if isinstance(item, AuditUnavailable) else ERROR_MESSAGE
             if not isinstance(item, AuditUnavailable):
                 log.error("unexpected error answering a question", exc_info=item)
-            yield _say(history, failed), "", badge_html(None), [], ids, ""
+            yield _say(history, failed), KEEP, badge_html(None), [], ids, ""
             return
         result = item.result
         if recent is not None:
@@ -150,9 +153,9 @@ def chat_turn(
             text = ""
             for piece in answer_chunks(answer_text(result)):
                 text += piece
-                yield _say(history, escape_text(text)), "", shown, rows, ids, why
+                yield _say(history, escape_text(text)), KEEP, shown, rows, ids, why
                 time.sleep(delay_s)
-        yield _final(history, result, item.suggestions(), max_bytes), "", shown, rows, ids, why
+        yield _final(history, result, item.suggestions(), max_bytes), KEEP, shown, rows, ids, why
         return
 
 
@@ -169,9 +172,11 @@ def _final(
 def respond(
     bot: Guardrag, question: str, history: list[Message] | None, kb: str | None
 ) -> tuple[list[Message], str, list[TrailRow]]:
-    """One chat turn without streaming: (new history, cleared input, trail rows)."""
-    *_, (history, cleared, _, rows, _, _) = chat_turn(bot, question, history, kb, {})
-    return history, cleared, rows
+    """One chat turn without streaming: (new history, the question box after it, trail rows)."""
+    updates = list(chat_turn(bot, question, history, kb, {}))
+    box = [shown for _, shown, *_ in updates if shown is not KEEP][-1]
+    (history, _, _, rows, _, _) = updates[-1]
+    return history, str(box), rows
 
 
 def log_feedback(request_id: str, score: int) -> None:
@@ -327,8 +332,14 @@ def chat_tab(
         record_feedback(on_feedback, known, data.index, data.liked)
 
     inputs = [question, chat, kb, ids, operator.session]
+    # A question sent while the last answer is still coming is answered next, not dropped.
     asking = gr.on(
-        [question.submit, send.click], on_submit, inputs=inputs, outputs=outputs, api_name="ask"
+        [question.submit, send.click],
+        on_submit,
+        inputs=inputs,
+        outputs=outputs,
+        api_name="ask",
+        trigger_mode="always_last",
     )
     picking = chat.option_select(
         on_option, inputs=[chat, kb, ids, operator.session], outputs=outputs
