@@ -102,8 +102,8 @@ def ingest(
     settings = load_settings()
     mapping = parse_columns(columns)
     total = len(load_entries(paths, mapping, skip_bad_rows)[0])
-    store = store_from_settings(settings)
     embedder = load_embedder()
+    store = store_from_settings(settings)
     resume()
     try:
         with tqdm(total=total, desc=f"ingest {name}", unit="entry", file=sys.stderr) as bar:
