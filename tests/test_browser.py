@@ -164,9 +164,10 @@ def ask(page: Page, question: str, timeout_ms: int = TIMEOUT_MS) -> None:
     for waiting in ("Checking your question", *STAGE_LABELS.values()):
         expect(replies.nth(count)).not_to_contain_text(waiting.rstrip("…."), timeout=timeout_ms)
     expect(page.locator("#route-badge .route-badge")).to_be_visible(timeout=timeout_ms)
-    # The event ends just after its last update; a click before that waits for it (the UI
-    # answers a question sent meanwhile next), which would blur the next question's timings.
-    page.wait_for_timeout(300)
+    # The event ends just after its last update; a click before that would wait for it (the
+    # UI answers a question sent meanwhile next) and blur the next question's timings. Gradio
+    # marks the outputs of an event in flight with a status wrapper ("pending", "generating").
+    page.wait_for_function("() => !document.querySelector('.wrap.pending, .wrap.generating')")
 
 
 def sign_in(page: Page, token: str = TOKEN) -> None:
