@@ -115,3 +115,21 @@ def test_deferral_installs_once() -> None:
 
     assert guardrails.guard.GuardrailsApiClient is not GuardrailsApiClient  # installed
     assert _defer_api_client(guardrails.guard, guardrails.api_client) is False
+
+
+def test_guard_checks_write_no_trace_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """guardrails' own tracing is off: with the OpenTelemetry SDK disabled its spans went
+    nowhere, yet every validator call serialised its inputs and result into them."""
+    from guardrails.settings import settings
+    from guardrails.telemetry import validator_tracing
+
+    spans: list[str] = []
+    monkeypatch.setattr(
+        validator_tracing, "add_validator_attributes", lambda *a, **k: spans.append("span")
+    )
+    guard, answer = OutputGuard(), "Top up in the app with FPX or a debit card."
+    assert guard.check(answer, [answer], []) is None  # every validator ran
+    assert spans == []
+    monkeypatch.setattr(settings, "disable_tracing", None)  # guardrails' default
+    guard.check(answer, [answer], [])
+    assert spans  # the spy does see them when tracing is on
