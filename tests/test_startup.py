@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 # What a short command must not pay for: the web UI, the HTTP server, the guard framework, the
@@ -109,7 +111,7 @@ print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
 def test_the_collector_is_paused_for_start_up_only(
     args: list[str], collecting: bool, tmp_path: Path
 ) -> None:
-    """`main` turns the cyclic collector off for start-up (guardrag/faces/cli/startup.py); a
+    """`main` turns the cyclic collector off for start-up (guardrag/faces/startup.py); a
     command that loads the pipeline turns it back on with the start-up objects frozen, a short
     command ends without it."""
     done = subprocess.run(
@@ -123,3 +125,36 @@ def test_the_collector_is_paused_for_start_up_only(
     state = json.loads(done.stdout.strip().splitlines()[-1])
     assert state["enabled"] is collecting, done.stderr[-2000:]
     assert (state["frozen"] > 10_000) is collecting, state
+
+
+def test_the_demo_starts_and_serves_its_page(tmp_path: Path) -> None:
+    """`python app.py` (what `make run` starts, with the collector paused for its start-up)
+    serves the chat page; no model, an empty data dir."""
+    from tests.test_api import free_port
+
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")},
+        "GUARDRAG_DATA_DIR": str(tmp_path),
+        "GUARDRAG_LLM_LOCAL": "false",
+        "GUARDRAG_PORT": str(port),
+    }
+    log = (tmp_path / "demo.log").open("w")
+    demo = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=Path(__file__).parents[1], env=env, stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and demo.poll() is None:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            pytest.fail((tmp_path / "demo.log").read_text()[-2000:])
+        assert page.status_code == 200 and "gradio" in page.text.lower()
+    finally:
+        demo.terminate()
+        demo.wait(timeout=30)
+        log.close()

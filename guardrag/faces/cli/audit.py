@@ -21,7 +21,7 @@ from guardrag.core.audit.migrations import AuditSchemaError
 from guardrag.core.audit.record import AuditRecord
 from guardrag.core.audit.sink import default_audit_url
 from guardrag.core.audit.store import AuditUnavailable, SqlAuditStore, open_audit_store
-from guardrag.faces.cli.startup import resume
+from guardrag.faces.startup import resume
 
 audit_app = typer.Typer(
     help="Read the audit log: tail, show, stats, export; replay a recorded request.",

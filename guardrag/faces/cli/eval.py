@@ -16,7 +16,7 @@ from guardrag.config.run_config import (
     RunConfig,
 )
 from guardrag.config.settings import load_settings, validate_kb_name
-from guardrag.faces.cli.startup import resume
+from guardrag.faces.startup import resume
 
 
 def _knobs(items: list[str]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from guardrag.faces.cli.eval import eval_command
 from guardrag.faces.cli.llm import llm_app
 from guardrag.faces.cli.quarantine import quarantine_app
 from guardrag.faces.cli.serve import serve
-from guardrag.faces.cli.startup import pause, resume
+from guardrag.faces.startup import pause, resume
 
 _ENV_HELP = "\n\n".join(f"{name}: {text}" for name, text in describe_settings())
 app = typer.Typer(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from guardrag.config.settings import Settings, SettingsError, load_settings
-from guardrag.faces.cli.startup import resume
+from guardrag.faces.startup import resume
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -18,6 +18,7 @@ import gradio as gr
 
 from guardrag.core.llm.client import unavailable_reason
 from guardrag.faces.service import Guardrag
+from guardrag.faces.startup import resume
 from guardrag.faces.ui.admin import sign_in_row
 from guardrag.faces.ui.audit import audit_tab
 from guardrag.faces.ui.chat import chat_tab, log_feedback
@@ -109,6 +110,7 @@ def main() -> None:
     )
     if settings.admin_token is None:
         app.add_middleware(NoUploadsMiddleware)
+    resume()
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, server_header=False)
     finally:

@@ -3,7 +3,8 @@
 Before its first question a command builds a few hundred thousand long-lived objects (modules,
 the pipeline, the guards). The collector scans them again and again while they are built, and
 all of them once more at exit, and frees nothing: `guardrag ask` spent a fifth of its time
-there (docs/BENCHMARKS.md). So `main` calls `pause()`, and a command calls `resume()` once its
+there (docs/BENCHMARKS.md), and the demo (`app.py`) a sixth of its start. So the CLI's `main`
+and `app.py` call `pause()` first, and a command or the demo calls `resume()` once its
 long-lived objects exist: they are set aside for good (`gc.freeze`: later collections skip
 them) and collection is back on for the work itself. At exit nothing is collected; atexit
 handlers still run, and the operating system takes the memory back.
