@@ -1,5 +1,6 @@
 """Short commands stay short: `guardrag --help`, `kbs` and `audit --help` import no face or model
-they do not use (issue #17; scripts/bench_startup.py times them)."""
+they do not use, start-up runs without the cyclic collector, and the demo starts (issue #17;
+scripts/bench_startup.py times them)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+
+from tests.test_api import free_port
 
 # What a short command must not pay for: the web UI, the HTTP server, the guard framework, the
 # embedding model and its runtime, the chat-model client.
@@ -27,31 +31,37 @@ HEAVY = (
     "langchain_openai",
 )
 
-# Runs the CLI in a fresh interpreter, then reports which heavy modules ended up imported.
+# Runs the CLI in a fresh interpreter, then prints `report` (a JSON-able expression) on it.
 PROBE = """
-import json, sys
+import gc, json, sys
+{before}
 from guardrag.faces.cli.main import main
-heavy = json.loads(sys.argv[2])
 sys.argv = ["guardrag", *json.loads(sys.argv[1])]
 try:
     main()
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy)))
+print(json.dumps({report}))
 """
+LOADED = f"sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m in {HEAVY!r})"
+COLLECTOR = '{"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}'
 
 
-def imported(args: list[str], data_dir: Path) -> list[str]:
+def after_cli(args: list[str], data_dir: Path, report: str, before: str = "", **env: str) -> Any:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY)],
-        env={**os.environ, "GUARDRAG_DATA_DIR": str(data_dir), "GUARDRAG_LOG_JSON": "false"},
+        [sys.executable, "-c", PROBE.format(before=before, report=report), json.dumps(args)],
+        env={**os.environ, "GUARDRAG_DATA_DIR": str(data_dir), "GUARDRAG_LOG_JSON": "false", **env},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def imported(args: list[str], data_dir: Path) -> list[str]:
+    return list(after_cli(args, data_dir, LOADED))
 
 
 @pytest.mark.parametrize(
@@ -63,19 +73,8 @@ def test_short_commands_import_no_heavy_module(args: list[str], tmp_path: Path) 
 
 def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     """The probe itself works: a module that does import the embedder is reported."""
-    probe = PROBE.replace(
-        "from guardrag.faces.cli.main import main",
-        "import guardrag.core.embedder\nfrom guardrag.faces.cli.main import main",
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, json.dumps(["--help"]), json.dumps(HEAVY)],
-        env={**os.environ, "GUARDRAG_DATA_DIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert "guardrag.core.embedder" in json.loads(done.stdout.strip().splitlines()[-1])
+    found = after_cli(["--help"], tmp_path, LOADED, before="import guardrag.core.embedder")
+    assert "guardrag.core.embedder" in found
 
 
 def test_ask_without_a_model_imports_no_face_or_chat_client(tmp_path: Path) -> None:
@@ -91,19 +90,6 @@ def test_ask_without_a_model_imports_no_face_or_chat_client(tmp_path: Path) -> N
     assert not {"gradio", "fastapi", "uvicorn", "langchain_openai"} & set(found)
 
 
-# Runs the CLI in a fresh interpreter, then reports the cyclic collector's state.
-GC_PROBE = """
-import gc, json, sys
-from guardrag.faces.cli.main import main
-sys.argv = ["guardrag", *json.loads(sys.argv[1])]
-try:
-    main()
-except SystemExit:
-    pass
-print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
-"""
-
-
 @pytest.mark.parametrize(
     ("args", "collecting"),
     [(["ask", "How do I reset my PIN?", "--kb", "nowhere"], True), (["kbs"], False)],
@@ -114,24 +100,14 @@ def test_the_collector_is_paused_for_start_up_only(
     """`main` turns the cyclic collector off for start-up (guardrag/faces/startup.py); a
     command that loads the pipeline turns it back on with the start-up objects frozen, a short
     command ends without it."""
-    done = subprocess.run(
-        [sys.executable, "-c", GC_PROBE, json.dumps(args)],
-        env={**os.environ, "GUARDRAG_DATA_DIR": str(tmp_path), "GUARDRAG_LLM_LOCAL": "false"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    state = json.loads(done.stdout.strip().splitlines()[-1])
-    assert state["enabled"] is collecting, done.stderr[-2000:]
+    state = after_cli(args, tmp_path, COLLECTOR, GUARDRAG_LLM_LOCAL="false")
+    assert state["enabled"] is collecting, state
     assert (state["frozen"] > 10_000) is collecting, state
 
 
 def test_the_demo_starts_and_serves_its_page(tmp_path: Path) -> None:
     """`python app.py` (what `make run` starts, with the collector paused for its start-up)
     serves the chat page; no model, an empty data dir."""
-    from tests.test_api import free_port
-
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")},
