@@ -1,16 +1,30 @@
 """Input and output guards: typed refusals before retrieval and before the answer is shown,
 and `scan_passage` for instructions hidden in knowledge-base text (indirect injection).
 
-`telemetry` is imported first so guardrails-ai never phones home (see its docstring).
+`InputGuard` and `OutputGuard` are built on guardrails-ai and load it (offline, through
+`framework`) on first use; the passage screen and the rules do not need it.
 """
 
-from guardrag.core.guards.telemetry import configure_guardrails_offline
+from typing import TYPE_CHECKING, Any
 
-configure_guardrails_offline()
+from guardrag.core.guards.finding import GuardFinding
+from guardrag.core.guards.passages import scan_passage
 
-from guardrag.core.guards.finding import GuardFinding  # noqa: E402
-from guardrag.core.guards.input_guard import InputGuard  # noqa: E402
-from guardrag.core.guards.output_guard import OutputGuard  # noqa: E402
-from guardrag.core.guards.passages import scan_passage  # noqa: E402
+if TYPE_CHECKING:
+    from guardrag.core.guards.input_guard import InputGuard
+    from guardrag.core.guards.output_guard import OutputGuard
 
 __all__ = ["GuardFinding", "InputGuard", "OutputGuard", "scan_passage"]
+
+
+def __getattr__(name: str) -> Any:
+    """`InputGuard` and `OutputGuard`, imported (with guardrails-ai) when first asked for."""
+    if name == "InputGuard":
+        from guardrag.core.guards.input_guard import InputGuard
+
+        return InputGuard
+    if name == "OutputGuard":
+        from guardrag.core.guards.output_guard import OutputGuard
+
+        return OutputGuard
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,11 +6,10 @@ import threading
 from typing import Any, Literal
 
 import numpy as np
-from guardrails import Guard
-from guardrails.validators import Validator
 
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards.finding import GuardFinding
+from guardrag.core.guards.framework import Guard, Validator
 from guardrag.core.guards.normalize import normalize
 from guardrag.core.guards.semantic import SemanticDetector, default_embedder, detector_for
 from guardrag.core.guards.sensitive_data import iter_values, mask_values

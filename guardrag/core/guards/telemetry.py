@@ -5,7 +5,8 @@ construction and, when it is absent, defaults to `enable_metrics=True`. Its Hub 
 queues spans for an HTTPS endpoint, and offline every process stalls ~20-30 s at exit while
 the exporter retries. So we (1) disable the OpenTelemetry SDK before any tracer provider is
 built, (2) pin the two rc switches off, (3) make `RC.load` keep them off whatever the rc
-file says, and (4) turn guardrails' own tracing off. Imported first by `guardrag.core.guards`.
+file says, and (4) turn guardrails' own tracing off. Run by `framework`, the one module
+that imports guardrails.
 
 It also defers the guardrails API client (see `_defer_api_client`): every `Guard()` builds
 one for its server mode, two httpx clients each loading the CA bundle (~0.04 CPU-s), and we

@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from guardrails.validators import (
+
+from guardrag.contract import RefusalReason
+from guardrag.core.guards import output_rules
+from guardrag.core.guards.credentials import detect_credentials
+from guardrag.core.guards.finding import GuardFinding, finding
+from guardrag.core.guards.framework import (
     FailResult,
     PassResult,
     ValidationResult,
     Validator,
     register_validator,
 )
-
-from guardrag.contract import RefusalReason
-from guardrag.core.guards import output_rules
-from guardrag.core.guards.credentials import detect_credentials
-from guardrag.core.guards.finding import GuardFinding, finding
 from guardrag.core.guards.harmful import detect_harmful
 from guardrag.core.guards.injection import detect_injection
 from guardrag.core.guards.jailbreak import detect_jailbreak
