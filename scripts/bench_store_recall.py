@@ -1,6 +1,6 @@
 """What HNSW's search width costs and buys at 100k points, on real MiniLM vectors.
 
-    python scripts/bench_store_recall.py build DIR [--points 100000] [--m 16 --ef-construct 100]
+    python scripts/bench_store_recall.py build DIR [--points 100000] [--m 16 --ef-construct 100] [--int8]
     python scripts/bench_store_recall.py measure DIR [--ef 64 100 128 200]
 
 `build` publishes one Edge store: the sample KB's 158 entries (ingested as `guardrag ingest`
@@ -76,15 +76,19 @@ def distractors(size: int, seed: int = 31) -> Iterator[Point]:
             )
 
 
-def build(folder: Path, size: int, m: int, ef_construct: int) -> None:
-    if (m, ef_construct) != (16, 100):  # the engine's defaults, which EdgeStore keeps
+def build(folder: Path, size: int, m: int, ef_construct: int, int8: bool) -> None:
+    if (m, ef_construct, int8) != (16, 100, False):  # the engine's defaults, which EdgeStore keeps
         default = edge._config
         hnsw = qe.HnswIndexConfig(m=m, ef_construct=ef_construct, full_scan_threshold=10_000)
+        scalar = qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=0.99, always_ram=True)
 
         def config(dim: int) -> qe.EdgeConfig:
             base = default(dim)
             return qe.EdgeConfig(
-                vectors=base.vectors, sparse_vectors=base.sparse_vectors, hnsw_config=hnsw
+                vectors=base.vectors,
+                sparse_vectors=base.sparse_vectors,
+                hnsw_config=hnsw,
+                quantization_config=scalar if int8 else None,
             )
 
         edge._config = config  # this process only builds the store
@@ -98,6 +102,8 @@ def build(folder: Path, size: int, m: int, ef_construct: int) -> None:
 
     store.publish(KB, everything(), KBInfo(KB, f"recall{size}", 0, DIM))
     store.close()
+    if int8:
+        (folder / "int8").write_text("vectors also stored as int8 (scalar quantization)\n")
     print(f"published {size} + {len(points)} points in {time.perf_counter() - started:.0f} s")
 
 
@@ -118,16 +124,31 @@ def fused(
     return top, [[str(p.id) for p in f] for f in found[:2]]
 
 
+def search_settings(widths: list[int], quantized: bool) -> dict[str, qe.SearchParams | None]:
+    """Exact, the engine's default and each width; on an int8 store each width also over the
+    int8 copies with the candidates rescored in float (oversampling 1 and 2)."""
+    ignore = qe.QuantizationSearchParams(ignore=True) if quantized else None
+    settings: dict[str, qe.SearchParams | None] = {
+        "exact": qe.SearchParams(exact=True, quantization=ignore),
+        "default": qe.SearchParams(quantization=ignore) if quantized else None,
+    }
+    settings.update({f"ef {w}": qe.SearchParams(hnsw_ef=w, quantization=ignore) for w in widths})
+    for w in widths if quantized else ():
+        for over in (1.0, 2.0):
+            rescored = qe.QuantizationSearchParams(rescore=True, oversampling=over)
+            settings[f"int8 ef {w} x{over:g}"] = qe.SearchParams(hnsw_ef=w, quantization=rescored)
+    return settings
+
+
 def measure(folder: Path, widths: list[int]) -> None:
     shard_dir = next((folder / "kbs" / KB / edge.SHARDS).iterdir())
     shard = qe.EdgeShard.load(str(shard_dir))
     cases = [json.loads(line) for line in GOLDEN.read_text().splitlines() if line.strip()]
     cases = [case for case in cases if case.get("expected_source_id")]
     vectors = load_embedder().embed([case["question"] for case in cases]).tolist()
+    quantized = (folder / "int8").exists()
     print(f"{shard.info().points_count} points; {len(cases)} golden questions expecting an entry")
-    settings: dict[str, qe.SearchParams | None] = {"exact": qe.SearchParams(exact=True)}
-    settings["default"] = None
-    settings.update({f"ef {w}": qe.SearchParams(hnsw_ef=w) for w in widths})
+    settings = search_settings(widths, quantized)
     truth = [
         fused(shard, v, case["question"], settings["exact"])
         for case, v in zip(cases, vectors, strict=True)
@@ -164,11 +185,12 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--m", type=int, default=16, help="HNSW edges per node (engine: 16)")
     parser.add_argument("--ef-construct", type=int, default=100, help="engine default: 100")
+    parser.add_argument("--int8", action="store_true", help="also store int8 copies (build)")
     parser.add_argument("--ef", type=int, nargs="+", default=[64, 100, 128, 200, 300])
     args = parser.parse_args()
     print(machine())
     if args.what == "build":
-        build(args.folder, args.points, args.m, args.ef_construct)
+        build(args.folder, args.points, args.m, args.ef_construct, args.int8)
     else:
         measure(args.folder, args.ef)
 
