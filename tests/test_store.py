@@ -301,6 +301,44 @@ def shard_dirs(data_dir: Path) -> list[str]:
 
 
 @pytest.mark.slow
+def test_edge_searches_int8_copies_and_returns_float_scores(tmp_path: Path) -> None:
+    """Past the engine's full-scan threshold the dense lists are searched over int8 copies of
+    the vectors; the candidates are rescored in float, so the hits' cosines are the exact ones
+    (without the rescoring the engine's scores are off by ~1e-3)."""
+    import numpy as np
+    import qdrant_edge as qe
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(8000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    points = [
+        Point(
+            id=str(uuid.UUID(int=i + 1)), dense=v.tolist(), sparse=SparseVector([], []), payload={}
+        )
+        for i, v in enumerate(vectors)
+    ]
+    store = EdgeStore(tmp_path)
+    store.publish("big", points, KBInfo("big", "s1", len(points), 384))
+    query = vectors[7] + rng.normal(size=384).astype(np.float32) * 0.02
+    cosines = vectors @ (query / np.linalg.norm(query))
+    hits = store.search("big", query.tolist(), None, limit=8, mode="dense")
+    store.close()
+    assert hits[0].id == str(uuid.UUID(int=8)) and len(hits) == 8
+    assert max(abs(h.dense - cosines[uuid.UUID(h.id).int - 1]) for h in hits) < 1e-6
+
+    shard = qe.EdgeShard.load(str(next((tmp_path / "kbs" / "big" / SHARDS).iterdir())))
+    unrescored = qe.QuantizationSearchParams(rescore=False)
+    raw = shard.query(
+        qe.QueryRequest(
+            limit=8,
+            query=qe.Query.Nearest(c.unit(query.tolist()), using=c.DENSE),
+            params=qe.SearchParams(quantization=unrescored),
+        )
+    )
+    shard.close()
+    assert max(abs(p.score - cosines[uuid.UUID(str(p.id)).int - 1]) for p in raw) > 1e-4  # int8
+
+
 def test_edge_reader_sees_other_instances_publish(tmp_path: Path) -> None:
     writer, reader = EdgeStore(tmp_path), EdgeStore(tmp_path)
     writer.publish("faq", make_points(FAQ), info("s1"))

@@ -131,6 +131,11 @@ def _config(dim: int) -> qe.EdgeConfig:
             for name in (c.DENSE, c.CONTENT)
         },
         sparse_vectors={c.SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        # int8 copies of the dense vectors, searched first and the candidates rescored in float
+        # (edge_search.DENSE_SEARCH): a wider HNSW search for less CPU (docs/BENCHMARKS.md).
+        quantization_config=qe.ScalarQuantizationConfig(
+            qe.ScalarType.Int8, quantile=0.99, always_ram=True
+        ),
     )
 
 

@@ -12,6 +12,15 @@ import qdrant_edge as qe
 from guardrag.core.store import _common as c
 from guardrag.core.store.base import Hit, SparseVector
 
+#: The dense lists: HNSW over the int8 copies, 128 wide (the engine's default is 100), twice
+#: the limit in candidates rescored with the float vectors, so scores and order are float ones.
+#: Below the engine's full-scan threshold (~6,600 points) the search is a scan, not HNSW.
+DENSE_SEARCH = qe.SearchParams(
+    hnsw_ef=128, quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0)
+)
+#: Cosines of given points: exact, from the float vectors.
+FLOAT_SCORES = qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
+
 
 def search(
     shard: qe.EdgeShard,
@@ -48,8 +57,14 @@ def search(
     found = shard.query_batch(
         qe.QueryBatchRequest(
             [
-                qe.QueryRequest(limit=n, query=q, with_payload=False, with_vector=False)
-                for q in named.values()
+                qe.QueryRequest(
+                    limit=n,
+                    query=q,
+                    with_payload=False,
+                    with_vector=False,
+                    params=None if name == c.SPARSE else DENSE_SEARCH,
+                )
+                for name, q in named.items()
             ]
         )
     )
@@ -110,7 +125,7 @@ def _score_missing(
                     filter=qe.Filter(must=[qe.HasIdCondition(pids)]),
                     with_payload=False,
                     with_vector=False,
-                    params=qe.SearchParams(exact=True),
+                    params=FLOAT_SCORES,
                 )
                 for name, pids in asked.items()
             ]
