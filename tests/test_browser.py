@@ -403,9 +403,11 @@ TIMELINE = """([labels, drafting, verifying]) => {
         if (text.includes(verifying)) note('drafted');
         if (text.includes('Sources:') && !labels.some((l) => text.includes(l))
             && !text.includes(verifying)) note('final');
-        // any end, a refusal included: the badge is cleared while stages show, set at the end
-        if ('progress' in window.seen && document.querySelector('#route-badge .route-badge'))
-            note('ended');
+        // any end, a refusal included: the badge is cleared once stages show (the two updates
+        // may land in separate frames), and set again at the end
+        const badge = document.querySelector('#route-badge .route-badge');
+        if ('progress' in window.seen && !badge) note('cleared');
+        if ('cleared' in window.seen && badge) note('ended');
     }).observe(document.body, {subtree: true, childList: true, characterData: true});
 }"""
 
@@ -437,7 +439,8 @@ def test_the_real_model_shows_verified_sentences_while_it_writes(
             "() => ['sentence', 'final', 'ended'].some((name) => name in window.seen)",
             timeout=240_000,
         )
-        assert "sentence" in page.evaluate("() => window.seen"), last_reply(page)
+        seen = page.evaluate("() => window.seen")
+        assert "sentence" in seen, (last_reply(page), seen)
         snap(page, "chat-sentences.png")
         page.wait_for_function(  # an end without sources is given 2 s to show them
             "() => 'final' in window.seen"

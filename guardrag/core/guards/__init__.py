@@ -20,10 +20,12 @@ __all__ = ["GuardFinding", "InputGuard", "OutputGuard", "scan_passage"]
 def __getattr__(name: str) -> Any:
     """`InputGuard` and `OutputGuard`, imported (with guardrails-ai) when first asked for."""
     if name == "InputGuard":
+        # lazy: the guard framework (guardrails-ai, ~1 s) loads with the question-time guards
         from guardrag.core.guards.input_guard import InputGuard
 
         return InputGuard
     if name == "OutputGuard":
+        # lazy: see InputGuard
         from guardrag.core.guards.output_guard import OutputGuard
 
         return OutputGuard
