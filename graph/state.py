@@ -77,6 +77,7 @@ class PipelineState(InputState, total=False):
     """
 
     query_vector: list[float]
+    follow_up: str  # the customer's own words when contextualize prepended the last question
     rephrase_tried: bool  # `rephrase` runs at most once a turn
     rephrased: str  # the question in the model's words, when that helped
     rephrased_vector: list[float]

@@ -3,8 +3,10 @@
 Only in a thread with history, and only for messages that lean on it ("and how long does that
 take?", "what about e-Mas?", "is it free?"): the chat model rewrites the message using the last
 turns; without a model, or when its rewrite is unusable, the previous question is prepended
-instead. The standalone question then goes through the input guard again (a follow-up may
-complete an attack the first message started) and is what every later stage answers.
+instead (`follow_up` then keeps the customer's own words: rerank answers only from entries
+that speak to them). The standalone question then goes through the input guard again (a
+follow-up may complete an attack the first message started) and is what every later stage
+answers.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ SHORT_WORDS = 3
 #: How much of each earlier answer the rewrite prompt carries.
 ANSWER_CHARS = 300
 MAX_QUESTION_CHARS = 300
+#: How the standalone question was made without a model (rerank then asks that the answer
+#: speaks to the follow-up's own words, not only to the question it was joined to).
+PREPENDED = "previous question prepended"
 _PREFIX = re.compile(r"^\s*(?:standalone question|question|rewritten)\s*:\s*", re.IGNORECASE)
 
 
@@ -66,6 +71,7 @@ def contextualize(
         "usage": usage,
         "question": screened.get("question", standalone),
         "query_vector": screened["query_vector"],
+        "follow_up": question if method == PREPENDED else "",
         "trail": [rewrote],
     }
 
@@ -93,7 +99,7 @@ def _rewrite(
                 return rewritten, "llm", spent
         except Exception as exc:  # the fallback below still answers the follow-up
             log.warning("contextualize: rewrite failed (%s); using the previous question", exc)
-    return f"{history[-1]['question']} {question}", "previous question prepended", spent
+    return f"{history[-1]['question']} {question}", PREPENDED, spent
 
 
 def _clean(text: str) -> str:

@@ -38,7 +38,7 @@ from guardrag.core.rerank import (
     lexical_coverage,
     semantic_similarity,
 )
-from guardrag.core.text import normalise
+from guardrag.core.text import content_words, normalise
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import (
     NodeRuntime,
@@ -140,7 +140,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         agreed = agreement(
             _scores(first), _scores(ranked), threshold, run.rephrase_margin, run.faq_margin
         )
-        detail = {
+        detail: dict[str, Any] = {
             "rephrased": state.get("rephrased"),
             "rephrased_top": _top(ranked),
             "average": round(agreed.score, 4),
@@ -150,13 +150,17 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         entry = next(
             (c for c in first if str(c.payload.get("source_id", c.id)) == agreed.entry), None
         )
+        missed = _misses_follow_up(state, entry, run, runtime) if entry is not None else {}
         if (
             agreed.agreed
             and entry is not None
             and answers_in_kind(state["question"], entry.payload)
+            and not missed
         ):
             why = f"{name}: {agreed.why}"
             return _verbatim(replace(entry, score=agreed.score), ranked, why, threshold, detail)
+        if missed:
+            detail["follow_up"] = missed
         # the customer's own wording decides from here on; the plain one is shown beside it only
         # where both rank the same entry first
         same_top = agreed.entry is not None and {
@@ -172,16 +176,18 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     else:
         detail, same_top = {}, True
     may_rephrase = not state.get("rephrase_tried") and can_rephrase(run, runtime)
-    several = bool(state.get("parts")) and not first
+    parts = _parts(state, run, runtime, threshold) if state.get("parts") and not first else []
+    several = bool(parts)
+    asked = "follow-up (its own parts)" if state.get("follow_up") else f"{len(parts)}-part question"
     if several:
-        parts = _parts(state, run, runtime, threshold)
-        if (answered := _by_parts(parts, threshold)) is not None:
+        if (answered := _by_parts(parts, threshold, asked)) is not None:
             return answered
         # no part answered with confidence: one answer written from every part's best entry
         # (and the question's own ranking), never one entry standing in for all parts
         bests = {str(p.best.id): p.best for p in parts if p.best and p.status != "absent"}
         ranked = [*bests.values(), *(c for c in ranked if str(c.id) not in bests)]
         detail["parts"] = [{"part": p.question, "status": p.status} for p in parts]
+        detail["asked"] = asked
         may_rephrase = False
     else:
         bests = {}
@@ -211,8 +217,11 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         )
     lead = best.score - (ranked[1].score if len(ranked) > 1 else 0.0)
     confident = best.is_faq and best.score >= threshold and lead >= run.faq_margin
+    missed = _misses_follow_up(state, best, run, runtime) if confident and not several else {}
     if confident and not several and not answers_in_kind(question, best.payload):
         detail["definition"] = "a question asking what something is; the entry answers another kind"
+    elif missed:
+        detail["follow_up"] = missed
     elif confident and not several:
         return _verbatim(
             best,
@@ -338,9 +347,13 @@ def _parts(
     state: PipelineState, run: RunConfig, runtime: NodeRuntime, threshold: float
 ) -> list[_Part]:
     """Each part's best entry and whether it answers the part verbatim (the same rule as for a
-    whole question), may answer it (unsure), or nothing relevant was found (absent)."""
+    whole question), may answer it (unsure), or nothing relevant was found (absent). Of a
+    follow-up joined to the previous question, only the follow-up's own parts."""
     found = []
+    follow_up = set(content_words(state.get("follow_up") or ""))
     for part, candidates in zip(state["parts"], state["part_candidates"], strict=True):
+        if follow_up and not set(content_words(part)) <= follow_up:
+            continue  # the previous question joined to a follow-up: context, not asked now
         ranked = (
             _dedupe(_score(part, state["kb"], candidates, run, runtime)[0]) if candidates else []
         )
@@ -355,7 +368,7 @@ def _parts(
     return found
 
 
-def _by_parts(parts: list[_Part], threshold: float) -> dict[str, Any] | None:
+def _by_parts(parts: list[_Part], threshold: float, asked: str) -> dict[str, Any] | None:
     """The parts' confident entries verbatim, one after the other, naming the parts not covered
     (a part is answered with confidence or said to be unanswered, never guessed at); None when
     no part is confident."""
@@ -369,7 +382,7 @@ def _by_parts(parts: list[_Part], threshold: float) -> dict[str, Any] | None:
     decision = decide(
         NODE,
         "hit",
-        f"{len(parts)}-part question: {len(distinct)} answered verbatim"
+        f"{asked}: {len(distinct)} answered verbatim"
         + (f", {len(uncovered)} not covered" if uncovered else ""),
         min(e.score for e in distinct),
         threshold,
@@ -391,6 +404,28 @@ def _by_parts(parts: list[_Part], threshold: float) -> dict[str, Any] | None:
         "uncovered": uncovered,
         "confidence": round(min(e.score for e in distinct), 4),
         "trail": [decision],
+    }
+
+
+def _misses_follow_up(
+    state: PipelineState, entry: Candidate, run: RunConfig, runtime: NodeRuntime
+) -> dict[str, Any]:
+    """Why `entry` does not answer a follow-up that contextualize could only join to the
+    previous question (no model): that question finds the topic, but the entry must hold
+    `min_evidence_coverage` of the follow-up's own IDF-weighted words ("what about prepaid?" is
+    not answered by the postpaid entry the joined question finds). {} when it may answer."""
+    follow_up = state.get("follow_up")
+    if not follow_up:
+        return {}
+    stats = runtime.context.kb_stats.peek(state["kb"])
+    covered = lexical_coverage(follow_up, [point_text(entry.payload)], stats)
+    if covered >= run.min_evidence_coverage:
+        return {}
+    return {
+        "asked": follow_up,
+        "entry": entry.payload.get("source_id"),
+        "coverage": round(covered, 4),
+        "min_evidence_coverage": run.min_evidence_coverage,
     }
 
 

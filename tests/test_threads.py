@@ -88,6 +88,27 @@ def test_without_a_model_the_previous_question_is_prepended(bot: Guardrag) -> No
     )
 
 
+def test_without_a_model_a_follow_up_is_answered_from_its_own_words(bot: Guardrag) -> None:
+    """The joined question only finds the topic; the answer must speak to the follow-up. It
+    used to repeat the previous answer ("what about the daily limit?" got the transfer-time
+    entry again) or add the follow-up's entry to it."""
+    bot = bot.with_services(chat_model=None)
+    bot.ask("How long does a bank transfer take?", thread_id="f1")
+    limit = bot.ask("what about the daily limit?", thread_id="f1")
+    assert limit.outcome == "refused" and limit.citations == []  # writing needs a model
+    first = bot.ask("How do I top up my Kinetic Wallet?", thread_id="f2")
+    card = bot.ask("what about with a credit card?", thread_id="f2")
+    assert [c.source_id for c in first.citations] == ["kw-top-up-001"]
+    assert [c.source_id for c in card.citations] == ["kw-top-up-008"]
+    assert decision(card, "rerank").reason == "follow-up (its own parts): 1 answered verbatim"
+    bot.ask("Can I use my Kinetic card overseas?", thread_id="f3")
+    thailand = bot.ask("and in Thailand?", thread_id="f3")
+    assert thailand.outcome == "refused" and thailand.citations == []
+    missed = decision(thailand, "rerank").detail["follow_up"]
+    assert missed["entry"] == "kw-overseas-001" and missed["asked"] == "and in Thailand?"
+    assert missed["coverage"] < missed["min_evidence_coverage"]
+
+
 def test_a_failed_rewrite_falls_back_and_still_answers(
     bot: Guardrag, chat: ScriptedChatModel
 ) -> None:
