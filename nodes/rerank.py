@@ -17,6 +17,10 @@ A message asking two or three questions is first decided part by part: when a pa
 confident FAQ entry, the answer is the confident parts' entries verbatim, one after the other,
 and names the parts it does not cover (the result lists them in `uncovered`); when none has,
 the model may write one answer from every part's best entry.
+
+A follow-up that `contextualize` could only join to the previous question (no model) is
+answered from its own parts, and verbatim only by an entry holding `min_evidence_coverage` of
+its own words: the previous question finds the topic, it is not asked again.
 """
 
 from __future__ import annotations
