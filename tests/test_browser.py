@@ -154,6 +154,10 @@ def page(browser: Browser, site: str) -> Iterator[Page]:
         yield opened
 
 
+#: No Gradio event in flight: its outputs carry a status wrapper ("pending", "generating").
+IDLE = "() => !document.querySelector('.wrap.pending, .wrap.generating')"
+
+
 def ask(page: Page, question: str, timeout_ms: int = TIMEOUT_MS) -> None:
     """Ask, and wait for the reply: the next assistant message, past its progress stages."""
     replies = page.locator("#chat .bot")
@@ -167,7 +171,18 @@ def ask(page: Page, question: str, timeout_ms: int = TIMEOUT_MS) -> None:
     # The event ends just after its last update; a click before that would wait for it (the
     # UI answers a question sent meanwhile next) and blur the next question's timings. Gradio
     # marks the outputs of an event in flight with a status wrapper ("pending", "generating").
-    page.wait_for_function("() => !document.querySelector('.wrap.pending, .wrap.generating')")
+    page.wait_for_function(IDLE)
+
+
+def settle(page: Page, quiet_ms: int = 1000) -> None:
+    """Wait until no Gradio event has been in flight for `quiet_ms`: an event queued behind the
+    last one starts only after that one ends, so one idle moment is not enough."""
+    for _ in range(30):
+        page.wait_for_function(IDLE)
+        page.wait_for_timeout(quiet_ms)
+        if page.evaluate(IDLE):
+            return
+    raise AssertionError("the chat never went idle")
 
 
 def sign_in(page: Page, token: str = TOKEN) -> None:
@@ -391,10 +406,13 @@ def real_site(embedder: OnnxEmbedder, tmp_path_factory: pytest.TempPathFactory) 
 #: first verified sentence (shown while the stage still says the model is drafting), the stage
 #: that follows the draft's last word, the final answer (its sources, no stage left), and any
 #: end, a refusal included (the route badge back), so a refused answer fails at once.
-TIMELINE = """([labels, drafting, verifying]) => {
+TIMELINE = """([asked, labels, drafting, verifying]) => {
     window.seen = {};
     const note = (name) => { if (!(name in window.seen)) window.seen[name] = performance.now(); };
     new MutationObserver(() => {
+        // only the turn of `asked`: an earlier turn's late update is not this one's progress
+        const users = document.querySelectorAll('#chat .user');
+        if (!users.length || users[users.length - 1].innerText.trim() !== asked) return;
         const replies = document.querySelectorAll('#chat .bot');
         const text = replies.length ? replies[replies.length - 1].innerText : '';
         if (labels.some((label) => text.includes(label))) note('progress');
@@ -426,10 +444,11 @@ def test_the_real_model_shows_verified_sentences_while_it_writes(
             shown = last_reply(page) + page.locator("#route-badge").inner_text()
             for code in CODES:
                 assert code not in shown, (code, shown)
+        settle(page)
         labels = [STAGE_LABELS[s] for s in ("guards_passed", "searching", "drafting")]
         page.evaluate(
             TIMELINE,
-            [labels, STAGE_LABELS["drafting"], STAGE_LABELS["verifying"]],
+            [TWO_PART, labels, STAGE_LABELS["drafting"], STAGE_LABELS["verifying"]],
         )
         page.locator("#question textarea").fill(TWO_PART)
         clicked = page.evaluate(
@@ -440,7 +459,8 @@ def test_the_real_model_shows_verified_sentences_while_it_writes(
             timeout=240_000,
         )
         seen = page.evaluate("() => window.seen")
-        assert "sentence" in seen, (last_reply(page), seen)
+        asked = page.locator("#chat .user").last.inner_text()
+        assert "sentence" in seen, (asked, last_reply(page), seen)
         snap(page, "chat-sentences.png")
         page.wait_for_function(  # an end without sources is given 2 s to show them
             "() => 'final' in window.seen"
