@@ -1,6 +1,6 @@
 """What HNSW's search width costs and buys at 100k points, on real MiniLM vectors.
 
-    python scripts/bench_store_recall.py build DIR [--points 100000] [--m 16 --ef-construct 100] [--int8]
+    python scripts/bench_store_recall.py build DIR [--points 100000] [--m 16 --ef-construct 100] [--float]
     python scripts/bench_store_recall.py measure DIR [--ef 64 100 128 200]
 
 `build` publishes one Edge store: the sample KB's 158 entries (ingested as `guardrag ingest`
@@ -38,6 +38,7 @@ KB = "bench"
 SAMPLE_KB = "kinetic"
 GOLDEN = REPO / "datasets" / "ewallet" / "golden.jsonl"
 PREFETCH = c.prefetch_limit(8)
+FLOAT_ONLY = "float-only"  # the marker `build --float` leaves in its folder
 
 
 def sample_points() -> list[Point]:
@@ -76,11 +77,12 @@ def distractors(size: int, seed: int = 31) -> Iterator[Point]:
             )
 
 
-def build(folder: Path, size: int, m: int, ef_construct: int, int8: bool) -> None:
-    if (m, ef_construct, int8) != (16, 100, False):  # the engine's defaults, which EdgeStore keeps
+def build(folder: Path, size: int, m: int, ef_construct: int, float_only: bool) -> None:
+    """EdgeStore's own shard config (int8 copies included), or `float_only`: without the
+    int8 copies, as stores were before them; `m` / `ef_construct` other than the engine's."""
+    if (m, ef_construct, float_only) != (16, 100, False):
         default = edge._config
         hnsw = qe.HnswIndexConfig(m=m, ef_construct=ef_construct, full_scan_threshold=10_000)
-        scalar = qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=0.99, always_ram=True)
 
         def config(dim: int) -> qe.EdgeConfig:
             base = default(dim)
@@ -88,7 +90,7 @@ def build(folder: Path, size: int, m: int, ef_construct: int, int8: bool) -> Non
                 vectors=base.vectors,
                 sparse_vectors=base.sparse_vectors,
                 hnsw_config=hnsw,
-                quantization_config=scalar if int8 else None,
+                quantization_config=None if float_only else base.quantization_config,
             )
 
         edge._config = config  # this process only builds the store
@@ -102,8 +104,8 @@ def build(folder: Path, size: int, m: int, ef_construct: int, int8: bool) -> Non
 
     store.publish(KB, everything(), KBInfo(KB, f"recall{size}", 0, DIM))
     store.close()
-    if int8:
-        (folder / "int8").write_text("vectors also stored as int8 (scalar quantization)\n")
+    if float_only:
+        (folder / FLOAT_ONLY).write_text("built without int8 copies of the vectors\n")
     print(f"published {size} + {len(points)} points in {time.perf_counter() - started:.0f} s")
 
 
@@ -146,7 +148,7 @@ def measure(folder: Path, widths: list[int]) -> None:
     cases = [json.loads(line) for line in GOLDEN.read_text().splitlines() if line.strip()]
     cases = [case for case in cases if case.get("expected_source_id")]
     vectors = load_embedder().embed([case["question"] for case in cases]).tolist()
-    quantized = (folder / "int8").exists()
+    quantized = not (folder / FLOAT_ONLY).exists()
     print(f"{shard.info().points_count} points; {len(cases)} golden questions expecting an entry")
     settings = search_settings(widths, quantized)
     truth = [
@@ -185,12 +187,12 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--m", type=int, default=16, help="HNSW edges per node (engine: 16)")
     parser.add_argument("--ef-construct", type=int, default=100, help="engine default: 100")
-    parser.add_argument("--int8", action="store_true", help="also store int8 copies (build)")
+    parser.add_argument("--float", action="store_true", help="build without the int8 copies")
     parser.add_argument("--ef", type=int, nargs="+", default=[64, 100, 128, 200, 300])
     args = parser.parse_args()
     print(machine())
     if args.what == "build":
-        build(args.folder, args.points, args.m, args.ef_construct, args.int8)
+        build(args.folder, args.points, args.m, args.ef_construct, args.float)
     else:
         measure(args.folder, args.ef)
 
