@@ -1,6 +1,7 @@
 """The checks no similarity can overrule: a claim's numbers are its passage's and about the
-same thing, it names nothing the passage does not, it keeps the passage's negation, and a
-"free" claim keeps the conditions under which the passage charges."""
+same thing, it names nothing the passage does not, it keeps the passage's negation and scope
+(local or overseas, daily or monthly), and a "free" claim keeps the conditions under which the
+passage charges."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from guardrag.core.grounding.numbers import (
     same_fact,
 )
 from guardrag.core.grounding.split import VERB_HINTS, claim_parts
-from guardrag.core.text import stem
+from guardrag.core.text import stem, wordset
 from guardrag.core.text import words as tokens
 
 #: Words either side of a number that say what the number is about (for the swap check).
@@ -48,6 +49,25 @@ _EXCEPTION_RE = re.compile(
     r"\b(?:except|only|but|unless|apart from|other than|excluding)\b", re.IGNORECASE
 )
 _PRICE_WORDS = frozenset({"fre", "fe", "charg", "cost"})
+
+# --- scope ---
+
+#: Scope words that exclude each other. A claim that gives a passage's fact under another
+#: scope than the passage's own ("a local ATM withdrawal costs RM10" from "overseas ATM
+#: withdrawals cost RM10") changes what the passage says, however close the rest of its words.
+SCOPES: tuple[tuple[frozenset[str], ...], ...] = (
+    (wordset("local locally domestic domestically"),
+     wordset("overseas abroad international internationally foreign")),
+    (wordset("online"), wordset("offline")),
+    (wordset("physical"), wordset("virtual")),
+    (wordset("prepaid"), wordset("postpaid")),
+    (wordset("minimum"), wordset("maximum")),
+    (wordset("incoming inbound"), wordset("outgoing outbound")),
+    (wordset("personal"), wordset("business corporate")),
+    (wordset("daily"), wordset("weekly"), wordset("monthly"), wordset("yearly annual annually")),
+    (wordset("automatic automatically"), wordset("manual manually")),
+    (wordset("permanent permanently"), wordset("temporary temporarily")),
+)  # fmt: skip
 
 
 def number_problem(claim: str, sources: Sequence[Source], sentence_sim: dict[str, float]) -> str:
@@ -202,6 +222,45 @@ def _number_context(norm: str, m: Mention, mentions: list[Mention]) -> tuple[set
             near = set(lw[-NUMBER_CONTEXT_WORDS:] + rw[:NUMBER_CONTEXT_WORDS])
             return near, set(lw + rw) - near
     return set(), set()
+
+
+def scope_problem(claim: str, sources: Sequence[Source], sentence_sim: dict[str, float]) -> str:
+    """The claim states a scope ("local") where the passage part it draws on states another
+    ("overseas"), and that part's sentence never says the claim's."""
+    said = set(tokens(claim))
+    stated = [(scope, group) for scope in SCOPES for group in scope if group & said]
+    drawn = _drawn_on(claim, sources, sentence_sim) if stated else None
+    if drawn is None:
+        return ""
+    part, sentence = drawn
+    in_part, in_sentence = set(tokens(part.text)), set(tokens(sentence))
+    for scope, group in stated:
+        other = sorted(w for g in scope if g is not group for w in g & in_part)
+        if other and not group & in_sentence:
+            return (
+                f"says '{min(group & said)}' where passage [{part.number}] says '{other[0]}': "
+                f"'{part.text.strip()}'"
+            )
+    return ""
+
+
+def _drawn_on(
+    claim: str, sources: Sequence[Source], sentence_sim: dict[str, float]
+) -> tuple[Part, str] | None:
+    """The passage part (and its sentence) a claim draws on: the one holding its figure, else
+    the one sharing most of its words, ties to the closest sentence; so "overseas withdrawals
+    cost RM10" draws on "overseas RM10" of "local ones cost RM1, overseas RM10"."""
+    words, mentions = content_words(claim), extract_mentions(claim)
+    best: tuple[tuple[bool, int, float], Part, str] | None = None
+    for src in sources:
+        for part in src.parts:
+            sentence = src.sentences[part.sentence]
+            shared = len(words & content_words(part.text))
+            held = any(_holds(part.mentions, m) for m in mentions)
+            rank = (held, shared, sentence_sim.get(sentence, 0.0))
+            if shared and (best is None or rank > best[0]):
+                best = (rank, part, sentence)
+    return None if best is None else (best[1], best[2])
 
 
 def entity_problem(claim: str, sources: Sequence[Source]) -> str:

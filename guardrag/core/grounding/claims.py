@@ -65,6 +65,7 @@ def _judge(
     sentence_sim = {x: float(claim_vec @ vectors[x]) for s in sources for x in s.sentences}
     number_problem = checks.number_problem(claim, sources, sentence_sim)
     entity_problem = checks.entity_problem(claim, sources)
+    scope_problem = "" if facts_only else checks.scope_problem(claim, sources, sentence_sim)
     negations = negation_cues(embed_text(claim))
     negation_problem = "" if facts_only else checks.negation_problem(
         words, negations, sources, sentence_sim, limits.min_similarity
@@ -91,8 +92,8 @@ def _judge(
          if s.passage.number in unit.numbers),
     )[1]  # fmt: skip
     label = cite_label(unit.numbers)
-    if number_problem or entity_problem or negation_problem:
-        reason = number_problem or entity_problem or negation_problem
+    if number_problem or entity_problem or scope_problem or negation_problem:
+        reason = number_problem or entity_problem or scope_problem or negation_problem
     elif facts_only:
         reason = "lead-in: only its numbers and entities are checked"
     elif matched:
@@ -105,7 +106,7 @@ def _judge(
             f"overlap {overlap:.2f} < {limits.min_overlap:.2f} with passage {label}"
             f" (missing: {missing})"
         )
-    supported = not (number_problem or entity_problem or negation_problem) and (
+    supported = not (number_problem or entity_problem or scope_problem or negation_problem) and (
         facts_only or matched
     )
     support = ClaimSupport(
@@ -120,7 +121,7 @@ def _judge(
         reason=reason,
         facts_only=facts_only,
     )
-    return support, rank - (1.0 if number_problem or entity_problem else 0.0)
+    return support, rank - (1.0 if number_problem or entity_problem or scope_problem else 0.0)
 
 
 def _judge_claim(
