@@ -92,8 +92,9 @@ def _judge(
          if s.passage.number in unit.numbers),
     )[1]  # fmt: skip
     label = cite_label(unit.numbers)
-    if number_problem or entity_problem or scope_problem or negation_problem:
-        reason = number_problem or entity_problem or scope_problem or negation_problem
+    factual = number_problem or entity_problem or scope_problem  # numbers, names, scope
+    if factual or negation_problem:
+        reason = factual or negation_problem
     elif facts_only:
         reason = "lead-in: only its numbers and entities are checked"
     elif matched:
@@ -106,9 +107,7 @@ def _judge(
             f"overlap {overlap:.2f} < {limits.min_overlap:.2f} with passage {label}"
             f" (missing: {missing})"
         )
-    supported = not (number_problem or entity_problem or scope_problem or negation_problem) and (
-        facts_only or matched
-    )
+    supported = not (factual or negation_problem) and (facts_only or matched)
     support = ClaimSupport(
         claim=claim,
         cited=cited,
@@ -121,7 +120,7 @@ def _judge(
         reason=reason,
         facts_only=facts_only,
     )
-    return support, rank - (1.0 if number_problem or entity_problem or scope_problem else 0.0)
+    return support, rank - (1.0 if factual else 0.0)
 
 
 def _judge_claim(
