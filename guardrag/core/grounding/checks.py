@@ -255,7 +255,7 @@ def _drawn_on(
     for src in sources:
         for part in src.parts:
             sentence = src.sentences[part.sentence]
-            shared = len(words & content_words(part.text))
+            shared = len(words & part.words)
             held = any(_holds(part.mentions, m) for m in mentions)
             rank = (held, shared, sentence_sim.get(sentence, 0.0))
             if shared and (best is None or rank > best[0]):

@@ -44,6 +44,7 @@ class Part:
     subject: frozenset[str]  # content words outside parentheses: what the part is about
     mentions: tuple[Mention, ...]
     in_list: bool  # its sentence has at least MIN_LIST_ITEMS parts
+    words: frozenset[str]  # all its content words, parentheses included
 
 
 #: A sentence of this many parts or more is a list of things.
@@ -72,7 +73,9 @@ def _parts(number: int, sentences: Sequence[str]) -> tuple[Part, ...]:
         for text in texts:
             subject = frozenset(content_words(_PARENTHESES_RE.sub(" ", text)))
             mentions = tuple(extract_mentions(text))
-            out.append(Part(number, index, text, subject, mentions, len(texts) >= MIN_LIST_ITEMS))
+            listed = len(texts) >= MIN_LIST_ITEMS
+            words = frozenset(content_words(text))
+            out.append(Part(number, index, text, subject, mentions, listed, words))
     return tuple(out)
 
 
