@@ -88,6 +88,12 @@ class RunConfig(BaseModel):
     faq_margin: Unit = _knob(
         0.09, "Lead over the runner-up entry needed to answer an FAQ entry verbatim."
     )
+    second_opinion: bool = _knob(
+        True,
+        "Ask the second-opinion embedder (all-mpnet-base-v2, when installed) about an unsure "
+        "FAQ ranking: the entry is answered verbatim when it too ranks it first, ahead of its "
+        "runner-up by faq_margin (measured on the tuning sets, docs/RESULTS.md).",
+    )
     max_passages: Count = _knob(
         3, "Most passages handed to the LLM (rerank recall@3 is 0.96; each costs prompt time)."
     )

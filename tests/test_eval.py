@@ -246,6 +246,7 @@ def features(**columns: list) -> calibration.Features:
     base.update(
         lead=np.ones(n), grounded=np.zeros((n, 2), bool), grounded_ok=np.zeros((n, 2), bool)
     )
+    base.update(second_lead=np.full(n, -np.inf))
     base.update({k: np.asarray(v) for k, v in columns.items()})
     return calibration.Features(grounding_grid=(0.4, 0.6), **base)
 
@@ -279,6 +280,29 @@ def test_simulate_replays_each_threshold() -> None:
     assert counts["correct"][1, 0, 1, 1, 1] == 1
 
 
+def test_simulate_replays_the_second_opinion() -> None:
+    """Under the FAQ threshold, an entry the second opinion ranks first by faq_margin is
+    answered verbatim; by less, it goes on to the LLM (none here: pending)."""
+    feat = features(
+        ranked=[True, True],
+        best=[0.4, 0.4],
+        lead=[0.01, 0.01],
+        second_lead=[0.12, 0.05],
+        top_faq=[True, True],
+        top_ok=[True, True],
+        pending=[True, True],
+    )
+    grid = {
+        "grounding_min_similarity": (0.4,),
+        "faq_margin": (0.09,),
+        "domain_min_similarity": (0.2,),
+        "min_relevance": (0.1,),
+        "faq_answer_threshold": (0.45,),
+    }
+    counts = calibration.simulate(feat, grid)
+    assert (counts["correct"].item(), counts["wrong"].item(), counts["pending"].item()) == (1, 0, 1)
+
+
 def test_sweep_proposes_the_best_and_scores_the_current_knobs() -> None:
     rng = random.Random(3)
     n = 60
@@ -308,7 +332,7 @@ def test_replay_at_the_current_knobs_matches_the_pipeline(bot: Guardrag) -> None
     collected = [
         run_case(bot, c, KB, resolve_gold(c, titles), calibration.COLLECT_KNOBS) for c in cases
     ]
-    feat = calibration.features(collected, bot.services, (0.5,))
+    feat = calibration.features(collected, bot.services, (0.5,), KB)
     replay = calibration.sweep(feat, 5.0, RunConfig()).current
     right = sum(
         r.result.outcome == "answered" and eval_metrics.cites_gold(r.result, r.gold) for r in real

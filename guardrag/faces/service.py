@@ -31,6 +31,7 @@ from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards import InputGuard, OutputGuard
 from guardrag.core.llm.client import load_chat_model, model_name
 from guardrag.core.rerank import Reranker, load_reranker
+from guardrag.core.second_opinion import SecondOpinion, load_second_opinion
 from guardrag.core.store import VectorStore, store_from_settings
 from guardrag.faces.threads import ThreadStore, open_thread_store, threads_url, validate_thread_id
 from guardrag.graph.builder import build_graph
@@ -51,9 +52,14 @@ def build_services(
     embedder: Embedder | None = None,
     chat_model: BaseChatModel | None = None,
     reranker: Reranker | None = None,
+    second_opinion: SecondOpinion | None = None,
 ) -> Services:
     """Real services from settings; tests pass fakes for any of them."""
     embedder = embedder or load_embedder()
+    if second_opinion is None:
+        second_opinion, missing = load_second_opinion(settings)
+        if missing:
+            log.info("rerank decides unsure rankings without a second opinion: %s", missing)
     return Services(
         store=store or store_from_settings(settings),
         embedder=embedder,
@@ -63,6 +69,7 @@ def build_services(
         reranker=reranker or load_reranker(settings),
         chat_model=chat_model if chat_model is not None else load_chat_model(settings),
         model_name=model_name(settings),
+        second_opinion=second_opinion,
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from guardrag.core.store import VectorStore
-from guardrag.core.text import content_words, normalise
+from guardrag.core.text import content_words, normalise, stem
 
 _WORD = re.compile(r"[a-z0-9]+")
 MIN_CORRECTABLE = 5  # shorter words have too many close neighbours to correct safely
@@ -91,6 +91,20 @@ class KBStats:
         present = _words_in(text)
         total = sum(self.idf(w) for w in wanted)
         return sum(self.idf(w) for w in wanted if w in present) / total if total else 0.0
+
+    def unknown_names(self, query: str) -> list[str]:
+        """Names and acronyms in the query ("Apple's", "TNB") that the KB never uses."""
+        from guardrag.core.grounding.entities import (  # lazy: grounding is slow to import
+            entity_key,
+            extract_entities,
+        )
+
+        return [
+            name
+            for name in extract_entities(query)
+            if (key := entity_key(name)) not in self.vocabulary
+            and self.canonical(stem(key)) not in self.doc_freq
+        ]
 
 
 def point_text(payload: dict[str, object]) -> str:

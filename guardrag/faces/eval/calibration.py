@@ -9,6 +9,7 @@ every point of the grid:
     best rerank score < min_relevance                   -> refused (nothing relevant)
     best is an FAQ entry >= faq_answer_threshold and
       leads the runner-up by faq_margin                 -> answered verbatim with it
+    or the second opinion ranks it first by faq_margin  -> answered verbatim with it
     otherwise the draft, through the real `ground` node at grounding_min_similarity
                                                         -> answered with its citations, or refused
 
@@ -30,12 +31,14 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
+from guardrag.core.rerank import answers_in_kind
 from guardrag.faces.eval.evaluate import Evaluated, is_gold
 from guardrag.faces.eval.metrics import pending_llm
 from guardrag.faces.eval.plots import pyplot
 from guardrag.faces.eval.report import md_table
 from guardrag.graph.context import Services
 from guardrag.nodes.ground import ground
+from guardrag.nodes.rerank import ask_second_opinion
 
 #: Collection pass: every question that the guards and the fixed classify rules let through
 #: reaches rerank, and every one that has evidence reaches the LLM (no verbatim shortcut).
@@ -44,6 +47,7 @@ COLLECT_KNOBS: dict[str, Any] = {
     "min_relevance": 0.0,
     "faq_answer_threshold": 2.0,
     "grounding_fallback_to_faq": False,
+    "second_opinion": False,  # asked in `features` instead, once per case
 }
 
 
@@ -84,6 +88,7 @@ class Features:
     ranked: np.ndarray  # reached rerank
     best: np.ndarray
     lead: np.ndarray
+    second_lead: np.ndarray  # the second opinion's lead for the top entry; -inf: not first
     top_faq: np.ndarray
     top_ok: np.ndarray  # answering with the top entry would be correct
     no_generation: np.ndarray  # reached rerank but could not be answered by the LLM
@@ -100,16 +105,18 @@ def _correct(row: Evaluated, cited: Sequence[str]) -> bool:
 
 
 def features(
-    rows: Sequence[Evaluated], services: Services, grounding_grid: Sequence[float]
+    rows: Sequence[Evaluated], services: Services, grounding_grid: Sequence[float], kb: str
 ) -> Features:
     """Features from a collection pass run with COLLECT_KNOBS; drafts are re-grounded here with
-    the real `ground` node at each grounding threshold."""
+    the real `ground` node at each grounding threshold, and the second opinion is asked about
+    each FAQ ranking as rerank asks it."""
     runtime = Runtime(context=services)
     drafted = any(r.trace.draft for r in rows)
     grid = tuple(grounding_grid) if drafted else (0.0,)
     n, g = len(rows), len(grid)
     f = {name: np.zeros(n, dtype=bool) for name in FLAGS}
     kb_sim, best, lead = np.zeros(n), np.zeros(n), np.zeros(n)
+    second = np.full(n, -np.inf)
     grounded, grounded_ok = np.zeros((n, g), dtype=bool), np.zeros((n, g), dtype=bool)
     for i, row in enumerate(rows):
         result, trace = row.result, row.trace
@@ -128,6 +135,13 @@ def features(
         best[i] = top.score
         lead[i] = top.score - (trace.ranked[1].score if len(trace.ranked) > 1 else 0.0)
         f["top_faq"][i] = top.is_faq
+        opinion = (
+            ask_second_opinion(row.case.question, kb, list(trace.ranked), RunConfig(), runtime, {})
+            if top.is_faq and answers_in_kind(row.case.question, top.payload)
+            else None
+        )
+        if opinion is not None and opinion.agrees(str(top.payload.get("source_id")), -1.0):
+            second[i] = opinion.lead
         f["top_ok"][i] = _correct(row, [top.citation().source_id])
         f["pending"][i] = pending_llm(result)
         if not trace.draft or stage == "moderate_output":
@@ -152,6 +166,7 @@ def features(
         kb_similarity=kb_sim,
         best=best,
         lead=lead,
+        second_lead=second,
         grounded=grounded,
         grounded_ok=grounded_ok,
         grounding_grid=grid,
@@ -186,8 +201,9 @@ def simulate(feat: Features, grid: Mapping[str, Sequence[float]]) -> dict[str, n
         j = feat.grounding_grid.index(threshold) if len(feat.grounding_grid) > 1 else 0
         drafted_ok = feat.grounded[:, j] & ~feat.no_generation
         for mi, margin in enumerate(grid["faq_margin"]):
-            verbatim = (
-                reach[:, :, None, :] & (feat.top_faq & (feat.lead >= margin)) & (feat.best >= faq)
+            verbatim = reach[:, :, None, :] & (
+                (feat.top_faq & (feat.lead >= margin) & (feat.best >= faq))
+                | (feat.second_lead >= margin)
             )  # (D, R, F, n)
             generated = reach[:, :, None, :] & ~verbatim
             answered = (verbatim | (generated & drafted_ok)) & judged
