@@ -127,6 +127,11 @@ class Settings(BaseSettings):
         "block",
         description="Personal data in a question: refuse it (block) or mask it and answer (redact).",
     )
+    second_opinion: bool = Field(
+        True,
+        description="Let rerank ask all-mpnet-base-v2 (installed by make llm, in the model dir) "
+        "about unsure FAQ rankings; off frees its 0.4 GB and keeps every decision MiniLM's.",
+    )
     rerank_url: str | None = Field(
         None,
         description="Cross-encoder at an HTTP /rerank endpoint (text-embeddings-inference "

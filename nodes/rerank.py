@@ -243,12 +243,14 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
                 "top": top,
             },
         )
-    if best.is_faq and not confident and not several and not first and not state.get("follow_up"):
+    if (
+        best.is_faq
+        and not (confident or several or first or state.get("follow_up"))
+        and answers_in_kind(question, best.payload)
+    ):
         opinion = ask_second_opinion(question, state["kb"], ranked, run, runtime, detail)
-        if (
-            opinion is not None
-            and opinion.agrees(str(best.payload.get("source_id")), run.faq_margin)
-            and answers_in_kind(question, best.payload)
+        if opinion is not None and opinion.agrees(
+            str(best.payload.get("source_id")), run.faq_margin
         ):
             return _verbatim(
                 best,
@@ -352,13 +354,15 @@ def ask_second_opinion(
     if not run.second_opinion or second is None or len(ranked) < 2:
         return None
     stats = runtime.context.kb_stats.peek(kb)
-    if stats and (names := stats.unknown_names(question)):
-        # embeddings blur names: "Apple's customer service" lands on our own, for both models
-        detail["second_opinion"] = {"model": second.name, "not_asked": f"the KB never names {names}"}
+    # embeddings blur names: "Apple's customer service" lands on our own, for both models
+    names = stats.unknown_names(question) if stats else None
+    if names is None or names:
+        why = f"the KB never names {names}" if names else "the KB's statistics are not loaded"
+        detail["second_opinion"] = {"model": second.name, "not_asked": why}
         return None
     try:
         opinion = second.rank(question, ranked, stats)
-    except (OSError, ValueError, RuntimeError, MemoryError) as exc:
+    except Exception as exc:  # it fails open: rerank decides without it, and the trail says why
         detail["second_opinion"] = {"model": second.name, "failed": str(exc)[:200]}
         return None
     detail["second_opinion"] = {

@@ -50,8 +50,7 @@ def route_of(result: Result) -> str:
     """The route a result took, with refusals named by where they happened; a verbatim answer
     the second opinion settled is its own route (it pays for the second embedder)."""
     if result.refusal is None:
-        rerank = next((d for d in result.trail if d.node == "rerank"), None)
-        if result.route == "semantic_match" and rerank and "second_opinion" in rerank.detail:
+        if any(d.node == "rerank" and "second opinion" in d.reason for d in result.trail):
             return "semantic_match, second opinion"
         return result.route or "answered"
     reason, stage = result.refusal.reason.value, result.refusal.stage

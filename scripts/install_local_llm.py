@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from guardrag.config.settings import SettingsError, load_settings
@@ -56,26 +57,39 @@ def main() -> int:
     started = time.monotonic()
     try:
         settings = load_settings()
-        names = list(MODELS) if args.all else args.model or [settings.llm_local_model]
-        for path in install(
-            settings, names, cache_dir=args.cache_dir, keep_chunks=args.keep_chunks
-        ):
-            print(f"ready: {path} ({time.monotonic() - started:.0f} s)")
-        if not args.no_second_opinion:
-            path = install_mpnet(model_dir(settings), args.cache_dir)
-            print(f"ready: {path} ({time.monotonic() - started:.0f} s)")
-    except (InstallError, SettingsError) as exc:
+    except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        if args.optional:
-            print(
-                "warning: a bundled model is missing: without the chat model, questions that need "
-                "a generated answer are refused (the app says why); without the second opinion, "
-                "unsure questions are decided without it; rerun `make llm` to try again",
-                file=sys.stderr,
-            )
-            return 0
         return 2
-    return 0
+    names = list(MODELS) if args.all else args.model or [settings.llm_local_model]
+    steps: list[tuple[str, Callable[[], list[Path]]]] = [
+        (
+            "without the chat model, questions that need a generated answer are refused (the "
+            "app says why)",
+            lambda: install(
+                settings, names, cache_dir=args.cache_dir, keep_chunks=args.keep_chunks
+            ),
+        )
+    ]
+    if not args.no_second_opinion:
+        steps.append(
+            (
+                "without the second opinion, rerank decides unsure questions as before",
+                lambda: [
+                    install_mpnet(model_dir(settings), args.cache_dir, keep_chunks=args.keep_chunks)
+                ],
+            )
+        )
+    failed = False
+    for without, step in steps:  # one failing does not keep the other from installing
+        try:
+            for path in step():
+                print(f"ready: {path} ({time.monotonic() - started:.0f} s)")
+        except InstallError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            if args.optional:
+                print(f"warning: {without}; rerun `make llm` to try again", file=sys.stderr)
+            failed = True
+    return 2 if failed and not args.optional else 0
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ def sample_store(embedder: OnnxEmbedder) -> Iterator[VectorStore]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path, default_kb=KB)
+    """No second opinion, wherever the model dir points: tests that want it pass one."""
+    return Settings(data_dir=tmp_path, default_kb=KB, second_opinion=False)
 
 
 @pytest.fixture

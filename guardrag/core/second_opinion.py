@@ -67,32 +67,41 @@ class SecondOpinion:
 
     def __init__(self, load: Encoder | Path, name: str = MPNET.name) -> None:
         self._load, self._encoder = load, None if isinstance(load, Path) else load
+        self._broken: str | None = None  # why the model would not load: not tried again
         self.name = name
         self._titles: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     def encoder(self) -> Encoder:
-        """The model, loaded on first use (weights memory-mapped: well under a second)."""
+        """The model, loaded on first use (weights memory-mapped: well under a second); a model
+        that failed to load raises RuntimeError at once from then on."""
         with self._lock:
+            if self._broken:
+                raise RuntimeError(self._broken)
             if self._encoder is None:
                 assert isinstance(self._load, Path)
-                self._encoder = MPNet(self._load)
+                try:
+                    self._encoder = MPNet(self._load)
+                except Exception as exc:  # a corrupt tokenizer raises a bare Exception
+                    self._broken = f"cannot load {self._load}: {exc}"
+                    raise RuntimeError(self._broken) from exc
             return self._encoder
 
     def similarities(self, question: str, titles: Sequence[str]) -> list[float]:
         """Cosine of the question to each title."""
         encoder = self.encoder()
         with self._lock:
-            missing = list(dict.fromkeys(t for t in titles if t not in self._titles))
+            known = {t: self._titles[t] for t in titles if t in self._titles}
+        missing = list(dict.fromkeys(t for t in titles if t not in known))
         vectors = encoder.embed([question, *missing])
+        known.update(zip(missing, vectors[1:], strict=True))
         with self._lock:
-            for title, vector in zip(missing, vectors[1:], strict=True):
-                self._titles[title] = vector
             for title in titles:
+                self._titles[title] = known[title]
                 self._titles.move_to_end(title)
             while len(self._titles) > CACHED_TITLES:
                 self._titles.popitem(last=False)
-            return [float(vectors[0] @ self._titles[t]) for t in titles]
+        return [float(vectors[0] @ known[t]) for t in titles]
 
     def rank(self, question: str, candidates: Sequence[Scorable], stats: KBStats | None) -> Opinion:
         """The candidates ranked by the fused formula with this model's title cosine; a document

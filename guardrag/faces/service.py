@@ -56,7 +56,7 @@ def build_services(
 ) -> Services:
     """Real services from settings; tests pass fakes for any of them."""
     embedder = embedder or load_embedder()
-    if second_opinion is None:
+    if second_opinion is None and settings.second_opinion:
         second_opinion, missing = load_second_opinion(settings)
         if missing:
             log.info("rerank decides unsure rankings without a second opinion: %s", missing)

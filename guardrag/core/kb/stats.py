@@ -102,7 +102,8 @@ class KBStats:
         return [
             name
             for name in extract_entities(query)
-            if (key := entity_key(name)) not in self.vocabulary
+            if name.lower().removesuffix("'s") not in self.vocabulary
+            and (key := entity_key(name)) not in self.vocabulary
             and self.canonical(stem(key)) not in self.doc_freq
         ]
 

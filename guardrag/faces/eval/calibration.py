@@ -105,11 +105,16 @@ def _correct(row: Evaluated, cited: Sequence[str]) -> bool:
 
 
 def features(
-    rows: Sequence[Evaluated], services: Services, grounding_grid: Sequence[float], kb: str
+    rows: Sequence[Evaluated],
+    services: Services,
+    grounding_grid: Sequence[float],
+    kb: str,
+    run: RunConfig | None = None,
 ) -> Features:
     """Features from a collection pass run with COLLECT_KNOBS; drafts are re-grounded here with
     the real `ground` node at each grounding threshold, and the second opinion is asked about
-    each FAQ ranking as rerank asks it."""
+    each FAQ ranking as rerank asks it under `run` (a single question's, not a follow-up's)."""
+    run = run or RunConfig()
     runtime = Runtime(context=services)
     drafted = any(r.trace.draft for r in rows)
     grid = tuple(grounding_grid) if drafted else (0.0,)
@@ -135,9 +140,12 @@ def features(
         best[i] = top.score
         lead[i] = top.score - (trace.ranked[1].score if len(trace.ranked) > 1 else 0.0)
         f["top_faq"][i] = top.is_faq
+        several = any(d.node == "rerank" and "parts" in d.detail for d in result.trail)
         opinion = (
-            ask_second_opinion(row.case.question, kb, list(trace.ranked), RunConfig(), runtime, {})
-            if top.is_faq and answers_in_kind(row.case.question, top.payload)
+            ask_second_opinion(row.case.question, kb, list(trace.ranked), run, runtime, {})
+            if top.is_faq
+            and not (several or row.case.history)
+            and answers_in_kind(row.case.question, top.payload)
             else None
         )
         if opinion is not None and opinion.agrees(str(top.payload.get("source_id")), -1.0):
