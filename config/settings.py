@@ -98,7 +98,9 @@ class Settings(BaseSettings):
         "qwen2.5-coder-1.5b", description="Which bundled local model to serve."
     )
     llm_model_dir: Path | None = Field(
-        None, description="Where the local model's GGUF file lives; default <data_dir>/models."
+        None,
+        description="Where the bundled models live (the chat model's GGUF, the second "
+        "opinion); default <data_dir>/models.",
     )
     llm_threads: int | None = Field(
         None, ge=1, description="CPU threads for the local model; default all cores."
@@ -275,6 +277,11 @@ class Settings(BaseSettings):
     def _blank_token_is_none(cls, value: SecretStr | None) -> SecretStr | None:
         # An empty token would let an empty password in: treat it as not configured.
         return value if value is not None and value.get_secret_value().strip() else None
+
+    @property
+    def models_dir(self) -> Path:
+        """Where the bundled models live: GUARDRAG_LLM_MODEL_DIR, else <data_dir>/models."""
+        return self.llm_model_dir or self.data_dir / "models"
 
     def key_scopes(self) -> KeyScopes:
         """Every client key of the HTTP API with its KBs (None: every KB); empty: no key needed."""

@@ -86,7 +86,7 @@ def measure(kb_file: Path, golden: Path, kb: str, rounds: int) -> FaqRun:
             data_dir=Path(tmp),
             default_kb=kb,
             llm_local=False,
-            llm_model_dir=installed.llm_model_dir or installed.data_dir / "models",
+            llm_model_dir=installed.models_dir,
         )
         store, embedder = open_store(Path(tmp)), TimedEmbedder(OnnxEmbedder())
         started = time.perf_counter()

@@ -47,7 +47,7 @@ LAYERS, HEADS, HEAD_DIM = 12, 12, 64
 
 def model_dir(settings: Settings) -> Path:
     """`<model dir>/all-mpnet-base-v2`, beside the chat models."""
-    return (settings.llm_model_dir or settings.data_dir / "models") / MPNET.name
+    return settings.models_dir / MPNET.name
 
 
 def model_problem(folder: Path) -> str | None:

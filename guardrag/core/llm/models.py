@@ -71,9 +71,9 @@ MODELS: dict[str, LocalModel] = {
 
 
 def model_path(settings: Settings, name: str | None = None) -> Path:
-    """Where the model's GGUF file lives: GUARDRAG_LLM_MODEL_DIR, else <data_dir>/models."""
+    """Where the model's GGUF file lives, in `Settings.models_dir`."""
     model = MODELS[name or settings.llm_local_model]
-    return (settings.llm_model_dir or settings.data_dir / "models") / model.filename
+    return settings.models_dir / model.filename
 
 
 def model_problem(path: Path, model: LocalModel) -> str | None:
