@@ -349,9 +349,14 @@ def ask_second_opinion(
 ) -> Opinion | None:
     """The second-opinion embedder's ranking of the candidates (core/second_opinion.py), noted
     in `detail` for the trail; None when it is off, not installed, not to be asked (a name the
-    KB never uses) or fails. Also replayed by `guardrag eval --calibrate`."""
+    KB never uses, or a ranking not made by the fused reranker) or fails. Also replayed by `guardrag eval --calibrate`."""
     second = runtime.context.second_opinion
     if not run.second_opinion or second is None or len(ranked) < 2:
+        return None
+    if not run.rerank or not isinstance(runtime.context.reranker, FusedReranker):
+        # its ranking re-applies the fused formula: beside a cross-encoder's (or no) reranking
+        # the two scales are not comparable
+        detail["second_opinion"] = {"model": second.name, "not_asked": "the reranker is not fused"}
         return None
     stats = runtime.context.kb_stats.peek(kb)
     # embeddings blur names: "Apple's customer service" lands on our own, for both models

@@ -4,6 +4,7 @@ rankings. Fake encoders for the rule; the real model for what it is there for.""
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.stats import KBStats
 from guardrag.core.llm import install as installer
 from guardrag.core.mpnet import model_dir, model_problem
+from guardrag.core.rerank import FusedReranker, Reranker, Scorable
 from guardrag.core.second_opinion import SecondOpinion, load_second_opinion
 from guardrag.core.store import VectorStore
 from guardrag.faces.service import Guardrag, build_services
@@ -48,15 +50,29 @@ class Pointing:
         )
 
 
+class CrossEncoder:
+    """A stand-in for a configured cross-encoder: the fused scores, under another name."""
+
+    name = "cross-encoder"
+
+    def score(
+        self, query: str, hits: Sequence[Scorable], stats: KBStats | None = None
+    ) -> list[float]:
+        return FusedReranker().score(query, hits, stats)
+
+
 def ask(
     store: VectorStore,
     embedder: OnnxEmbedder,
     tmp_path: Path,
     second: SecondOpinion | None,
+    reranker: Reranker | None = None,
     **knobs: object,
 ) -> Result:
     settings = Settings(data_dir=tmp_path, default_kb=KB, llm_base_url=None, llm_local=False)
-    services = build_services(settings, store=store, embedder=embedder, second_opinion=second)
+    services = build_services(
+        settings, store=store, embedder=embedder, reranker=reranker, second_opinion=second
+    )
     services = replace(services, second_opinion=second)  # None: none, whatever is installed
     return Guardrag(services, settings).ask(UNSURE, knobs=dict(knobs))
 
@@ -101,6 +117,16 @@ def test_switched_off_or_failing_it_is_not_relied_on(
     broken = ask(sample_store, embedder, tmp_path, SecondOpinion(Pointing(GOLD_TITLE, fail=True)))
     assert broken.refusal == without.refusal
     assert rerank_of(broken)["second_opinion"]["failed"] == "weights unreadable"
+
+
+def test_beside_another_reranker_it_is_not_asked(
+    sample_store: VectorStore, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """Its ranking re-applies the fused formula, which a cross-encoder's scores are not on."""
+    unused = Pointing(GOLD_TITLE)
+    result = ask(sample_store, embedder, tmp_path, SecondOpinion(unused), CrossEncoder())
+    assert unused.embedded == 0 and result.route != "semantic_match"
+    assert rerank_of(result)["second_opinion"]["not_asked"] == "the reranker is not fused"
 
 
 def test_titles_are_embedded_once_per_process() -> None:
