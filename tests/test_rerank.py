@@ -6,7 +6,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.rerank import FusedReranker, HttpReranker, load_reranker
 from guardrag.core.store import Hit, VectorStore
 from tests.conftest import KB
+from tests.openai_stub import QuietServer
 
 
 @contextmanager
@@ -41,7 +42,7 @@ def rerank_server(scores: list[float] | None) -> Iterator[tuple[str, list[dict[s
             self.end_headers()
             self.wfile.write(data)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}/rerank", seen
