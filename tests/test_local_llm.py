@@ -50,14 +50,16 @@ from tests.real_model import require_installed
 REPO = Path(__file__).resolve().parents[1]
 
 # Speaks just enough of llama.cpp's server: GET /health (public), GET /v1/models and POST
-# /v1/chat/completions (both need the key the supervisor put in GUARDRAG_LLM_SERVER_KEY).
+# /v1/chat/completions (both need the key the supervisor put in GUARDRAG_LLM_SERVER_KEY);
+# SIGTERM exits 0, as the real server does.
 # Flags: --delay S before listening, --exit N at once (after printing to stderr),
 # --pids FILE to append its pid to, --fail-once FILE to exit 1 if FILE exists (removing it).
 FAKE_SERVER = textwrap.dedent(
     """
-    import json, os, sys, time
+    import json, os, signal, sys, time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))  # as the real server does
     args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
     if "--pids" in args:
         with open(args["--pids"], "a") as handle:
@@ -270,6 +272,20 @@ def test_crash_is_restarted_on_the_same_port(
     second = read_state(tmp_path)
     assert second is not None and second.pid != first.pid and second.port == first.port
     assert second.key == first.key  # clients built for the first server keep working
+
+
+def test_a_server_that_stops_when_asked_is_not_restarted(
+    tmp_path: Path, fake: Callable[..., Command], servers: list[LocalServer]
+) -> None:
+    """Ctrl+C on `make run` signals the server too; it exits 0 and stays stopped."""
+    server = make_server(fake(), tmp_path)
+    servers.append(server)
+    url = server.start()
+    state = read_state(tmp_path)
+    assert state is not None
+    os.kill(state.pid, signal.SIGTERM)
+    assert wait_for(lambda: not server.supervising)
+    assert server.restarts == 0 and not healthy(url) and read_state(tmp_path) is None
 
 
 def test_a_failed_restart_is_retried(

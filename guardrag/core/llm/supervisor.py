@@ -359,6 +359,13 @@ class LocalServer:
             if recorded is None or recorded.pid != state.pid:
                 log.warning("the local model server was stopped from outside; not restarting")
                 return
+            if proc.returncode == 0:
+                # It exits 0 only when asked to: a signal to the whole process group (Ctrl+C
+                # on `make run` reaches it before the app shuts down) or its parent gone. A
+                # stop, not a crash: restarting would load the model again for nothing.
+                log.info("the local model server stopped when asked to; not restarting")
+                _clear_state(self.directory, state.pid)
+                return
             if failures >= self.max_restarts:
                 log.error(
                     "the local model server died %d times in a row; giving up (see %s)",
