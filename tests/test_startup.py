@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from guardrag.faces.ui.app import GRACEFUL_SHUTDOWN_S
 from tests.test_api import free_port
 
 # What a short command must not pay for: the web UI, the HTTP server, the guard framework, the
@@ -134,9 +136,10 @@ def test_the_collector_is_paused_for_start_up_only(
     assert (state["frozen"] > 10_000) is collecting, state
 
 
-def test_the_demo_starts_and_serves_its_page(tmp_path: Path) -> None:
+def test_the_demo_starts_serves_its_page_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     """`python app.py` (what `make run` starts, with the collector paused for its start-up)
-    serves the chat page; no model, an empty data dir."""
+    serves the chat page; no model, an empty data dir (no KB: one log line, no traceback).
+    Ctrl+C stops it promptly though a browser tab still holds Gradio's event stream open."""
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")},
@@ -159,6 +162,14 @@ def test_the_demo_starts_and_serves_its_page(tmp_path: Path) -> None:
         else:
             pytest.fail((tmp_path / "demo.log").read_text()[-2000:])
         assert page.status_code == 200 and "gradio" in page.text.lower()
+        heartbeat = f"http://127.0.0.1:{port}/gradio_api/heartbeat/test-tab"
+        with httpx.stream("GET", heartbeat, timeout=30) as tab:
+            assert tab.status_code == 200  # the stream an open tab keeps
+            demo.send_signal(signal.SIGINT)
+            stopped = time.monotonic()
+            demo.wait(timeout=GRACEFUL_SHUTDOWN_S + 20)
+        assert time.monotonic() - stopped < GRACEFUL_SHUTDOWN_S + 10
+        assert "Traceback" not in (tmp_path / "demo.log").read_text()
     finally:
         demo.terminate()
         demo.wait(timeout=30)

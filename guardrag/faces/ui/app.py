@@ -9,6 +9,7 @@ mounts the same app at /ui next to the HTTP API.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
 from pathlib import Path
@@ -28,6 +29,8 @@ from guardrag.faces.ui.uploads import SWEEP, NoUploadsMiddleware, upload_dir
 from guardrag.faces.views import RecentResults
 
 log = logging.getLogger("guardrag.ui")
+#: Seconds Ctrl+C waits for open connections (browser tabs, answers still coming) to close.
+GRACEFUL_SHUTDOWN_S = 5
 
 
 def graph_png(directory: Path) -> Path | None:
@@ -88,6 +91,14 @@ def build_app(
     return demo.queue(default_concurrency_limit=4)
 
 
+class _OpenTabsClosed(logging.Filter):
+    """Drops uvicorn's error record for each stream it cancels at the shutdown bound: at the
+    demo's Ctrl+C that is an open tab's expected end, not a failure worth a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
 def main() -> None:
     """Build the real services from GUARDRAG_* settings and serve the UI locally (mounted on
     a FastAPI app, so that uploads are refused outright when there is no admin token)."""
@@ -96,6 +107,7 @@ def main() -> None:
     from fastapi import FastAPI
 
     logging.basicConfig(level=logging.INFO)
+    logging.getLogger("uvicorn.error").addFilter(_OpenTabsClosed())
     bot = Guardrag.from_settings(source="ui")
     settings = bot.settings
     upload_dir(settings)  # before the UI is built: Gradio reads it when it starts
@@ -112,6 +124,14 @@ def main() -> None:
         app.add_middleware(NoUploadsMiddleware)
     resume()
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, server_header=False)
+        # An open browser tab keeps Gradio's event stream open: without a bound, Ctrl+C on the
+        # demo waited until every tab was closed.
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            server_header=False,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        )
     finally:
         bot.close()

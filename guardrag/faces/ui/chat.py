@@ -23,6 +23,7 @@ import gradio as gr
 
 from guardrag.contract import Result
 from guardrag.core.audit import AuditUnavailable
+from guardrag.core.store import IndexUnavailable
 from guardrag.faces.asking import Asked, Progress, ask_with_progress, ensure_audited
 from guardrag.faces.sentences import Sentence
 from guardrag.faces.service import Guardrag
@@ -224,6 +225,9 @@ def examples_of(bot: Guardrag, kb: str) -> list[list[str]]:
     """Example questions from the KB itself, as Dataset samples."""
     try:
         return [[q] for q in kb_examples(bot.services.store, kb)]
+    except IndexUnavailable as exc:  # a KB not ingested yet: one line, not a traceback
+        log.warning("no example questions: %s", exc)
+        return []
     except Exception:
         log.exception("cannot read example questions of %s", kb)
         return []
