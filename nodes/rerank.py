@@ -349,7 +349,8 @@ def ask_second_opinion(
 ) -> Opinion | None:
     """The second-opinion embedder's ranking of the candidates (core/second_opinion.py), noted
     in `detail` for the trail; None when it is off, not installed, not to be asked (a name the
-    KB never uses, or a ranking not made by the fused reranker) or fails. Also replayed by `guardrag eval --calibrate`."""
+    KB never uses, or a ranking not made by the fused reranker) or fails. Also replayed by
+    `guardrag eval --calibrate`."""
     second = runtime.context.second_opinion
     if not run.second_opinion or second is None or len(ranked) < 2:
         return None
