@@ -29,18 +29,17 @@ from pathlib import Path
 
 from _bench import machine
 
+from guardrag.core.llm.supervisor import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 BUDGET_S = 360.0
 #: Our golden set's g-034: the sample KB answers it only through the model (kw-cards-002).
 QUESTION = "how many days does the physical card take to arrive in Sabah?"
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def report(name: str, seconds: float) -> float:
+    print(f"  {name:<14} {seconds:7.1f} s", flush=True)
+    return seconds
 
 
 def step(name: str, command: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
@@ -50,8 +49,7 @@ def step(name: str, command: list[str], cwd: Path, env: dict[str, str], log: Pat
         out.write(f"\n=== {name}: {' '.join(command)}\n")
         out.flush()
         done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    seconds = time.monotonic() - started
-    print(f"  {name:<14} {seconds:7.1f} s", flush=True)
+    seconds = report(name, time.monotonic() - started)
     if done.returncode != 0:
         sys.exit(f"{name} failed (exit {done.returncode}); see {log}")
     return seconds
@@ -122,12 +120,10 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}/"
     try:
         wait_for_page(url, app)
-        times["demo page"] = time.monotonic() - started
-        print(f"  {'demo page':<14} {times['demo page']:7.1f} s", flush=True)
+        times["demo page"] = report("demo page", time.monotonic() - started)
         started = time.monotonic()
         answer, badge, nodes = first_answer(url)
-        times["first answer"] = time.monotonic() - started
-        print(f"  {'first answer':<14} {times['first answer']:7.1f} s", flush=True)
+        times["first answer"] = report("first answer", time.monotonic() - started)
     finally:
         os.killpg(app.pid, signal.SIGTERM)
         try:
