@@ -27,7 +27,13 @@ from guardrag.core.grounding import checks
 from guardrag.core.grounding.evidence import Source, Unit, cite_label, prepare, unit_vector, units
 from guardrag.core.grounding.lexicon import content_words, negation_cues
 from guardrag.core.grounding.report import ClaimSupport, GroundingReport, Passage
-from guardrag.core.grounding.split import embed_text, is_filler, is_lead_in, split_claims
+from guardrag.core.grounding.split import (
+    embed_text,
+    is_filler,
+    is_lead_in,
+    is_question,
+    split_claims,
+)
 
 #: Cosine similarity between a claim and its best source unit: the run knob's default (its
 #: calibration is described there).
@@ -96,7 +102,7 @@ def _judge(
     if factual or negation_problem:
         reason = factual or negation_problem
     elif facts_only:
-        reason = "lead-in: only its numbers and entities are checked"
+        reason = "lead-in or question: only its numbers and entities are checked"
     elif matched:
         reason = f"supported by passage {label}"
     elif sim < limits.min_similarity:
@@ -189,15 +195,17 @@ def check_grounding(
     raw_claims = split_claims(answer)
     invalid = tuple(sorted({n for _, cites in raw_claims for n in cites if n not in by_number}))
 
-    judged: list[tuple[str, tuple[int, ...], bool]] = []  # claim, cites, facts_only (lead-in)
+    judged: list[tuple[str, tuple[int, ...], bool]] = []  # claim, cites, facts_only
     ignored: list[str] = []
     for text, cites in raw_claims:
         if not text:
             continue
-        if is_filler(text) or is_lead_in(text):
+        # a lead-in or a question answers nothing: its facts must hold, but it is no claim
+        facts_only = is_lead_in(text) or is_question(text)
+        if is_filler(text) or facts_only:
             ignored.append(text)
         if not is_filler(text):
-            judged.append((text, cites, is_lead_in(text)))
+            judged.append((text, cites, facts_only))
 
     texts = {embed_text(c) for c, _, _ in judged}
     texts.update(x for src in by_number.values() for x in src.sentences)
@@ -219,10 +227,10 @@ def summarise(
     failing = next((c for c in results if not c.supported), None)
     if invalid:
         reason = f"citation {cite_label(invalid)} refers to no given passage"
-    elif not factual:
-        reason = "answer makes no checkable claim"
     elif failing is not None:
         reason = f"claim not supported ({failing.reason}): '{failing.claim}'"
+    elif not factual:
+        reason = "answer makes no checkable claim"
     else:
         reason = f"all {len(factual)} claims supported"
     supported = not invalid and bool(factual) and failing is None

@@ -175,6 +175,15 @@ def is_filler(claim: str) -> bool:
     return not content_words(claim) or FILLER_SENTENCE_RE.match(claim.strip()) is not None
 
 
+#: A question mark ending a sentence, before closing brackets or quotes and citations.
+_ASKED_RE = re.compile(r"\?[\"')\]”’*]*(?:\s*\[[\d,;\s–-]+\])*\s*$")
+
+
+def is_question(claim: str) -> bool:
+    """A sentence that asks ("Would you like more information?"): it states no answer."""
+    return _ASKED_RE.search(claim) is not None
+
+
 def is_lead_in(claim: str) -> bool:
     """A short heading ending in ":" with no verb ("Steps to verify your card:")."""
     return (
