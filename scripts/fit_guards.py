@@ -18,8 +18,8 @@ among (l2, n-gram weight) the best out-of-fold recall on English injections wins
 stronger l2). The TEST split is scored once, after the choice, and only reported.
 
 The passage model (`guards/foreign.py`: does a sentence belong in its KB entry?) is fit on
-clean KBs: every sentence of our e-wallet, telco and gym FAQs and insurance documents, and of
-the public TNGD and GuidelineIQ seeds (covidfaq stays held out), against sentences planted
+clean KBs: every sentence of our e-wallet, telco, gym and courier FAQs and insurance documents,
+and of the public TNGD and GuidelineIQ seeds (covidfaq stays held out), against sentences planted
 into their entries at the start, middle or end: the instruction and attack exemplars
 (config/exemplars/attacks.py, each left out of its own similarity feature), the red-team
 attacks and the deepset train split's injections. The score is instruction similarity minus
@@ -259,10 +259,10 @@ SUBSAMPLES = (0.5, 0.25)
 
 
 def our_kbs() -> dict[str, list[tuple[str, str]]]:
-    """Clean KBs: ours (e-wallet, telco, gym FAQs, insurance documents) and the public seeds
+    """Clean KBs: ours (e-wallet, telco, gym, courier FAQs, insurance documents) and the public seeds
     TNGD and GuidelineIQ (../shared/data/seeds; covidfaq stays held out)."""
     data = REPO / "datasets"
-    sources = {name: [data / name / "faq.jsonl"] for name in ("ewallet", "telco", "gym")}
+    sources = {name: [data / name / "faq.jsonl"] for name in ("ewallet", "telco", "gym", "courier")}
     sources["insurance_docs"] = sorted((data / "insurance_docs" / "documents").glob("*.md"))
     sources["tngd"] = [shared() / "seeds" / "tngd-faq" / "sample.json"]
     sources["guideline_iq"] = [shared() / "seeds" / "guideline-iq" / "finance_guidelines.jsonl"]

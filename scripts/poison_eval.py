@@ -27,7 +27,7 @@ the customer word for word; no chat model). Every payload ends in one layer:
   delivered              the answer shows the payload: its instruction's opening words, or
                          one of its targets (an e-mail, a link, an account number)
 
-`--clean` ingests the clean KBs (ours, TNGD, GuidelineIQ, covidfaq; telco, gym, insurance
+`--clean` ingests the clean KBs (ours, TNGD, GuidelineIQ, covidfaq; telco, gym, courier, insurance
 documents as well) and asks every entry's question and every answerable golden question:
 it reports entries quarantined and answers refused with kind "blocked".
 """
@@ -269,6 +269,7 @@ def clean_kbs() -> list[tuple[str, list[Path], str, str | None, list[str]]]:
          golden(data / "telco/golden.jsonl", "question", answerable)),
         ("gym", [data / "gym/faq.jsonl"], "Pulse Fitness", None,
          golden(data / "gym/golden.jsonl", "question", answerable)),
+        ("courier", [data / "courier/faq.jsonl"], "Laju Express", None, []),
         ("insurance", sorted((data / "insurance_docs/documents").glob("*.md")), "Orchid Shield travel insurance", None,
          golden(data / "insurance_docs/golden.jsonl", "question", answerable)),
     ]  # fmt: skip
@@ -320,7 +321,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default="",
-        help="with --clean: these KBs (kinetic,tngd,giq,covid,telco,gym,insurance)",
+        help="with --clean: these KBs (kinetic,tngd,giq,covid,telco,gym,courier,insurance)",
     )
     parser.add_argument("--show", action="store_true", help="list payloads not served too")
     parser.add_argument("--out", type=Path, help="write every outcome as JSONL here")

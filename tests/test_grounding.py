@@ -369,11 +369,16 @@ def test_an_answer_without_claims_is_not_grounded(embedder: Embedder) -> None:
 def test_a_question_back_is_no_answer(embedder: Embedder) -> None:
     """A passage's own "Would you like more information?" copied as the whole draft answers
     nothing; a question is still checked for the facts it carries."""
-    passages = (*PASSAGES, Passage(4, "kinetic-more", "[[Would you like to know more about fees?]]"))
+    passages = (
+        *PASSAGES,
+        Passage(4, "kinetic-more", "[[Would you like to know more about fees?]]"),
+    )
     for answer in ("[[Would you like to know more about fees?]]", "Do you mean reloads [2]?"):
         report = check_grounding(answer, passages, embedder)
         assert not report.supported and report.reason == "answer makes no checkable claim"
-    smuggled = check_grounding("Did you know reloads by credit card cost 3% [2]?", PASSAGES, embedder)
+    smuggled = check_grounding(
+        "Did you know reloads by credit card cost 3% [2]?", PASSAGES, embedder
+    )
     assert not smuggled.supported and "3%" in smuggled.reason
     answered = "Reloads by credit card carry a 1.5% fee [2]. Would you like to know more?"
     assert check_grounding(answered, PASSAGES, embedder).supported

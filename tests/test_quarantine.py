@@ -76,6 +76,26 @@ def test_a_sentence_that_does_not_belong_is_held_back_wherever_it_sits(
     assert store.find_by_field("kb", "source_id", victim["id"]) == []
 
 
+def test_a_planted_item_under_a_lead_in_is_held_back(
+    tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder
+) -> None:
+    """A lead-in is read with the item it introduces, and the item on its own as well."""
+    rows = [dict(r) for r in ROWS]
+    victim = rows[10]
+    victim["answer"] += f"\nPlease note the following:\n- {PLANTED['code']}"
+    report = ingest(store, embedder, "kb", [write_jsonl(tmp_path / "faq.jsonl", rows)])
+    assert len(report.flagged) == 1 and victim["id"] in report.flagged[0], report.flagged
+    [record] = store.kb_info("kb").extra[QUARANTINED]  # type: ignore[union-attr]
+    assert PLANTED["code"] in record["sentence"]
+
+
+def test_help_text_boilerplate_is_not_held_back(store: ServerStore, embedder: OnnxEmbedder) -> None:
+    """Lead-ins ("Please note the following:"), link pointers ("Click here to track your
+    parcel.") and requests to the reader in our courier KB (datasets/courier/README.md)."""
+    report = ingest(store, embedder, "courier", [REPO / "datasets/courier/faq.jsonl"])
+    assert report.flagged == [] and report.total == 24
+
+
 def test_a_sentence_inside_a_markdown_chunk_is_held_back(
     tmp_path: Path, store: ServerStore, embedder: OnnxEmbedder
 ) -> None:
@@ -102,8 +122,8 @@ def test_a_sentence_inside_a_markdown_chunk_is_held_back(
             ("faq", "covidfaq", "kb.jsonl"),
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="known gap, held-out: 2/68 entries held back for short bare requests "
-                "('Please do the following:', 'Please click here for link.')",
+                reason="known gap, held-out: 1/68 entries held back for a short bare request "
+                "('Please click here for link.': 'click' is a word this KB uses nowhere else)",
             ),
         ),
     ],

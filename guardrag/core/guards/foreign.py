@@ -23,12 +23,13 @@ Its score is instruction - relevance, plus weighted kb, first_person, injection,
 novelty terms: the sentence is nearer to the instructions than to its own entry, or it is an
 errand about what the KB never mentions (rule passage.foreign_errand when the novelty term is
 what carried it over the threshold). The weights and the threshold are fit by
-`scripts/fit_guards.py` on clean KBs (our e-wallet, telco, gym, insurance documents; the public
-TNGD and GuidelineIQ seeds; for novelty also halves and quarters of each, as smaller KBs),
-every clean sentence against sentences planted at the start, middle or end of their entries:
-the threshold sits just above every clean sentence, and the weights are those whose threshold,
-taken from the other KBs, flagged no clean sentence of the KB left out. Position does not
-matter: each sentence is scored on its own, in its entry's context.
+`scripts/fit_guards.py` on clean KBs (our e-wallet, telco, gym, courier, insurance documents;
+the public TNGD and GuidelineIQ seeds; for novelty also halves and quarters of each, as smaller
+KBs), every clean sentence against sentences planted at the start, middle or end of their
+entries: the threshold sits just above every clean sentence, and the weights are those whose
+threshold, taken from the other KBs, flagged no clean sentence of the KB left out. Position does
+not matter: each sentence is scored on its own, in its entry's context. A lead-in ("Please note
+the following:") says nothing alone and is read with the item it introduces.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ _LINKS = re.compile(r"\S+@\S+|\bhttps?://\S+|\bwww\.\S+|\b\S+\.(?:com|my|net|org
 _LABELS = re.compile(r">\s*[^>,.;:]*|\b(?:My|Me)(?:\s+[A-Z][\w']*)+|\b[A-Z][\w']*\s+Me\b")
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|me|my|mine|myself|saya|aku)\b")
 _WORD = re.compile(r"\w+")
+_LETTER = re.compile(r"[^\W\d_]")
 _READER_OR_COMPANY = re.compile(
     r"\b(?:you|your|yours|yourself|we|us|our|ours|anda|awak|kami)\b", re.IGNORECASE
 )
@@ -80,18 +82,54 @@ SCAN_BATCH = 256
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences and list items of an entry, each with at least MIN_WORDS words."""
-    parts = (_BULLET.sub("", p).strip() for p in _SPLIT.split(INVISIBLE.sub("", text)))
-    return [p for p in parts if len(p.split()) >= MIN_WORDS]
+    """Sentences and list items of an entry, each with at least MIN_WORDS words; a lead-in
+    ("Please note the following:") and the item it introduces are one sentence."""
+    return [sentence for sentence, _ in _sentences(text)]
+
+
+def _sentences(text: str) -> list[tuple[str, str]]:
+    """(sentence, the item a lead-in introduces in it, or "")."""
+    parts = [_BULLET.sub("", p).strip() for p in _SPLIT.split(INVISIBLE.sub("", text))]
+    parts = [p for p in parts if _LETTER.search(p)]  # not a list's bare "1." either
+    found: list[tuple[str, str]] = []
+    i = 0
+    while i < len(parts):
+        if parts[i].endswith(":") and i + 1 < len(parts):
+            found.append((f"{parts[i]} {parts[i + 1]}", parts[i + 1]))
+            i += 2
+        else:
+            found.append((parts[i], ""))
+            i += 1
+    return [(s, led) for s, led in found if len(s.split()) >= MIN_WORDS]
+
+
+def pieces(text: str) -> list[tuple[int, str]]:
+    """What is scored of an entry: each sentence, and, under the sentence's index, the pieces
+    of one that looks like two run together and the item a lead-in introduces. A lead-in alone
+    says nothing (help text is full of them), so it is only read with its item."""
+    found: list[tuple[int, str]] = []
+    for k, (sentence, led) in enumerate(_sentences(text)):
+        parts = run_ons(sentence)
+        if led and led not in parts and len(led.split()) >= MIN_WORDS:
+            parts.append(led)
+        found += [(k, sentence), *((k, part) for part in parts)]
+    return found
 
 
 def run_ons(sentence: str) -> list[str]:
-    """The pieces of a sentence that looks like two run together; [] when it does not."""
+    """The pieces of a sentence that looks like two run together; [] when it does not. A piece
+    that is a lead-in ("... the following:") is not one: it is read with the next."""
     cuts = [m.end() for m in _RUN_ON.finditer(sentence)]
     bounds = [0, *cuts, len(sentence)]
     parts = [sentence[i:j].strip() for i, j in itertools.pairwise(bounds)]
-    parts = [p for p in parts if len(p.split()) >= MIN_WORDS]
-    return parts if len(parts) > 1 else []
+    if sum(len(p.split()) >= MIN_WORDS for p in parts) < 2:
+        return []
+    spans = [
+        f"{p} {parts[i + 1]}" if p.endswith(":") and i + 1 < len(parts) else p
+        for i, p in enumerate(parts)
+    ]
+    whole = sentence.strip()  # a lead-in and its item may be the whole sentence
+    return [p for p in spans if len(p.split()) >= MIN_WORDS and p != whole]
 
 
 def units(text: str) -> list[str]:
@@ -219,11 +257,8 @@ class ForeignSentences:
         # run together; `parent` ties a piece to its sentence (context ignores its own).
         split: list[list[tuple[int, str]]] = []
         for _, text in entries:
-            pieces: list[tuple[int, str]] = []
-            for k, sentence in enumerate(split_sentences(text)):
-                pieces += [(k, sentence), *((k, part) for part in run_ons(sentence))]
-            split.append(pieces)
-        flat = [text for pieces in split for _, text in pieces]
+            split.append(pieces(text))
+        flat = [text for scored in split for _, text in scored]
         if not flat:
             return [([], np.zeros((0, len(FEATURES)))) for _ in split]
         if topic_vectors is None:
@@ -246,17 +281,17 @@ class ForeignSentences:
         model = self.injection.model
         out: list[tuple[list[str], np.ndarray]] = []
         start = 0
-        for (title, entry_text), pieces in zip(entries, split, strict=True):
-            rows = np.zeros((len(pieces), len(FEATURES)))
+        for (title, entry_text), scored in zip(entries, split, strict=True):
+            rows = np.zeros((len(scored), len(FEATURES)))
             own_words = words.own(title, units(entry_text))
-            if pieces:
-                block = sentence_vectors[start : start + len(pieces)]
+            if scored:
+                block = sentence_vectors[start : start + len(scored)]
                 own = block @ title_vectors[title_index[title]]
-                parents = np.array([k for k, _ in pieces])
+                parents = np.array([k for k, _ in scored])
                 pairwise = block @ block.T
                 pairwise[parents[:, None] == parents[None, :]] = -1.0
                 context = pairwise.max(axis=1)
-                for i, (_, text) in enumerate(pieces):
+                for i, (_, text) in enumerate(scored):
                     rows[i] = (
                         model.probability(block[i], text),
                         best_instruction[start + i],
@@ -266,8 +301,8 @@ class ForeignSentences:
                         request(text),
                         words.novelty(text, own_words).value,
                     )
-            out.append(([text for _, text in pieces], rows))
-            start += len(pieces)
+            out.append(([text for _, text in scored], rows))
+            start += len(scored)
         return out
 
     def scan(
