@@ -57,3 +57,12 @@ def test_rules_alone_leave_work_for_the_semantic_detector() -> None:
     both = run_redteam(InputGuard().check, ATTACKS, [])
     caught = [sum(f.caught for f in r.families.values()) for r in (rules, both)]
     assert caught[1] - caught[0] >= 10, caught
+
+
+def test_customer_wording_is_never_flagged() -> None:
+    """Ordinary questions whose words resemble an attack family ("the policy change", "a cheque
+    issued in my name", "your customer service phone number"): who asks about whose data."""
+    guard = InputGuard()
+    rows = load_cases(REDTEAM / "customer_wording.jsonl")
+    flagged = [(r["text"], found.rule) for r in rows if (found := guard.check(r["text"]))]
+    assert len(rows) >= 100 and flagged == []

@@ -68,14 +68,27 @@ _AWARENESS = re.compile(
 )
 _VICTIM_EXEMPT = frozenset({RefusalReason.HARMFUL_REQUEST, RefusalReason.CREDENTIAL_REQUEST})
 # Who asks about whose data: "How do I look at my transactions?", "the beneficiary details of a
-# cheque issued in my name" are the customer's own. A lookup family needs a third party.
+# cheque issued in my name" are the customer's own; "What is your customer service phone
+# number?" asks the company for its own. A lookup family needs a third party.
 _THIRD_PARTY = re.compile(
     r"\b(?:someone|somebody|anyone|anybody|another|other|others|he|she|they|him|them|his|her|"
     r"hers|their|theirs|person|people|persons|stranger|owner|sender|payer|user|users|customer|"
-    r"customers|member|members|holder|everyone|admin|administrator|staff|employee|wife|husband|"
-    r"friend|neighbou?r|boss|ex|dia|mereka|orang|pengguna|pelanggan|isteri|suami|kawan|jiran)\b"
+    r"customers|member|members|holder|everyone|admin|administrator|staff|employee|employees|"
+    r"wife|husband|friend|neighbou?r|boss|ex|ceo|manager|director|founder|officer|rider|driver|"
+    r"dia|mereka|orang|pengguna|pelanggan|isteri|suami|kawan|jiran)\b"
 )
 _SELF = re.compile(r"\b(?:my|mine|me|i|myself|saya|aku|our|we|us)\b")
+# The company itself, as the one asked ("your") or as its service desk: its contact details
+# are no one's personal data. The desk's name is no third party ("customer service").
+_COMPANY = re.compile(
+    r"\b(?:you|your|yours|anda|awak|(?:customer|client)\s+(?:service|services|care|support|"
+    r"cent(?:re|er)|hotline|helpline|line|team|desk)|help\s*desk|helpline|hotline|call\s+cent(?:re|er)|"
+    r"care\s+team|support\s+team|khidmat\s+pelanggan|pusat\s+panggilan)\b"
+)
+_DESK = re.compile(
+    r"\b(?:customer|client)\s+(?:service|services|care|support|cent(?:re|er)|hotline|helpline|"
+    r"line|team|desk)\b|\bkhidmat\s+pelanggan\b"
+)
 _LOOKUP_FAMILIES = frozenset({"pii_lookup"})
 # Families about the assistant's own instructions: they also need the learned classifier's
 # view that the message is written to the assistant ("my insurance policy was updated, may I
@@ -93,6 +106,13 @@ def is_malay(words: str) -> bool:
     tokens = _WORD.findall(words)
     hits = sum(t in _MALAY_WORDS for t in tokens)
     return hits >= 2 and hits * 4 >= len(tokens)
+
+
+def _own_or_company(words: str) -> bool:
+    """Whether a lookup is of the asker's own data or the company's, with no third party."""
+    return bool(_SELF.search(words) or _COMPANY.search(words)) and not _THIRD_PARTY.search(
+        _DESK.sub(" ", words)
+    )
 
 
 @dataclass(frozen=True)
@@ -169,11 +189,7 @@ class SemanticDetector:
             return None
         if found.reason in _VICTIM_EXEMPT and _AWARENESS.search(norm.words):
             return None
-        if (
-            found.family in _LOOKUP_FAMILIES
-            and _SELF.search(norm.words)
-            and not _THIRD_PARTY.search(norm.words)
-        ):
+        if found.family in _LOOKUP_FAMILIES and _own_or_company(norm.words):
             return None
         if (
             found.family in _ASSISTANT_FAMILIES
