@@ -64,9 +64,11 @@ _GIVE = (
     r"sms|text|whatsapp|forward|leak|dump|generate|make up|retrieve|recover|look up|"
     r"read(?: back| out)?|repeat|say|spell|disclose|print|output|confirm|get|find)"
 )
+# "Can you send me a new OTP?" asks for a fresh one, sent where codes go: a resend, too.
 ASK_FOR_CREDENTIAL = re.compile(
     rf"{_ASK}{_GIVE}\s+(?:(?:me|us|him|her|them)\s+)?"
     r"(?!how\b|what\b|where\b|why\b|when\b|if\b|whether\b|about\b|the (?:steps|way|link)\b)"
+    r"(?!(?:(?:me|us)\s+)?(?:an?\s+)?(?:new|fresh|another|second|replacement)\b)"
     rf"(?:\S+\s+){{0,4}}?{CREDENTIAL}\b",
     _F,
 )

@@ -168,17 +168,28 @@ _YOUR_PROMPT_NOUN = (
     r"configuration|config|system message|initial message|first message|hidden rules|secret "
     r"rules|training data)"
 )
+# "Your instructions for packing glass" are about a topic, not the answerer's own: a noun
+# scoped by "for / on / about" and a topic that is not the chat or its answers.
+_ON_A_TOPIC = (
+    r"(?!\s+(?:for|on|about|regarding)\s+(?!(?:this|the|these|that|our|my|me|us|you|your|users?|"
+    r"answering|responding|replying|chatting|talking|conversations?|chats?|sessions?)\b)\w)"
+)
+# "your system requirements / status / update" name the product's system, not the prompt.
+_PRODUCT_SYSTEM = (
+    r"(?!system\s+(?:requirements?|status|updates?|maintenance|upgrades?|outages?|downtime|"
+    r"errors?|time)\b)"
+)
 REVEAL_PROMPT = re.compile(
     rf"\b{_REVEAL_VERB}\s+(?:(?:me|us|back)\s+)?(?:\S+\s+){{0,3}}?(?:{_PROMPT_OWNER}\s+"
-    rf"(?:\S+\s+){{0,2}}?{_PROMPT_NOUN}|(?:your|ur)\s+(?:\S+\s+)?{_YOUR_PROMPT_NOUN}|"
-    r"(?:your|ur)\s+(?:hidden|secret|internal|original|initial|system|confidential|private)\s+"
-    r"\w+)\b",
+    rf"(?:\S+\s+){{0,2}}?{_PROMPT_NOUN}|(?:your|ur)\s+(?:\S+\s+)?{_YOUR_PROMPT_NOUN}{_ON_A_TOPIC}|"
+    rf"(?:your|ur)\s+{_PRODUCT_SYSTEM}(?:hidden|secret|internal|original|initial|system|"
+    r"confidential|private)\s+\w+)\b",
     _F,
 )
 WHAT_IS_PROMPT = re.compile(
     r"\bwhat(?:'s| is| are| was| were)\s+(?:(?:your|ur)\s+(?:system |initial |original |hidden |"
     r"secret |full |exact )?|the\s+(?:system|initial|original|hidden|secret)\s+)(?:prompt|"
-    r"instructions|system prompt|system message|message|directives|programming)\b",
+    rf"instructions|system prompt|system message|message|directives|programming)\b{_ON_A_TOPIC}",
     _F,
 )
 WHAT_WERE_YOU_TOLD = re.compile(
