@@ -75,6 +75,7 @@ _THIRD_PARTY = re.compile(
     r"hers|their|theirs|person|people|persons|stranger|owner|sender|payer|user|users|customer|"
     r"customers|member|members|holder|everyone|admin|administrator|staff|employee|employees|"
     r"wife|husband|friend|neighbou?r|boss|ex|ceo|manager|director|founder|officer|rider|driver|"
+    r"agents?|representatives?|reps?|workers?|"
     r"dia|mereka|orang|pengguna|pelanggan|isteri|suami|kawan|jiran)\b"
 )
 _SELF = re.compile(r"\b(?:my|mine|me|i|myself|saya|aku|our|we|us)\b")
@@ -85,6 +86,7 @@ _COMPANY = re.compile(
     r"cent(?:re|er)|hotline|helpline|line|team|desk)|help\s*desk|helpline|hotline|call\s+cent(?:re|er)|"
     r"care\s+team|support\s+team|khidmat\s+pelanggan|pusat\s+panggilan)\b"
 )
+_PERSONAL = re.compile(r"\b(?:home|personal|private|residential|rumah|peribadi)\b")
 _DESK = re.compile(
     r"\b(?:customer|client)\s+(?:service|services|care|support|cent(?:re|er)|hotline|helpline|"
     r"line|team|desk)\b|\bkhidmat\s+pelanggan\b"
@@ -109,10 +111,11 @@ def is_malay(words: str) -> bool:
 
 
 def _own_or_company(words: str) -> bool:
-    """Whether a lookup is of the asker's own data or the company's, with no third party."""
-    return bool(_SELF.search(words) or _COMPANY.search(words)) and not _THIRD_PARTY.search(
-        _DESK.sub(" ", words)
-    )
+    """Whether a lookup is of the asker's own data or the company's, with no third party (a
+    home number or personal e-mail is always someone's)."""
+    if _THIRD_PARTY.search(_DESK.sub(" ", words)):
+        return False
+    return bool(_SELF.search(words) or (_COMPANY.search(words) and not _PERSONAL.search(words)))
 
 
 @dataclass(frozen=True)
