@@ -105,6 +105,11 @@ def test_split_claims_splits_semicolons_and_statements_but_not_lists() -> None:
         ("24-hour", "24 hours"),
         ("8 a.m.", "8am"),
         ("1st Oct", "1 October"),
+        ("100GB", "100 GB"),
+        ("30kg", "30 kg"),
+        ("5Mbps", "5 mbps"),
+        ("24h", "24 hours"),
+        ("RM5m", "RM 5 million"),
     ],
 )
 def test_number_formats_normalise_to_the_same_value(a: str, b: str) -> None:
@@ -119,6 +124,8 @@ def test_number_formats_normalise_to_the_same_value(a: str, b: str) -> None:
         ("24 hours", "24 days"),
         ("RM 50", "50%"),
         ("3 months", "3 years"),
+        ("128kbps", "128Mbps"),
+        ("4G", "4GB"),
     ],
 )
 def test_different_units_stay_different(a: str, b: str) -> None:

@@ -26,9 +26,15 @@ _NUMBER_WORDS = {
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fourteen": 14, "fifteen": 15,
     "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "ninety": 90,
 }  # fmt: skip
+#: Units of measure, often glued to the number ("100GB", "30kg", "5Mbps"): longest first.
+_MEASURES = (
+    "tb", "gbps", "gb", "mbps", "mb", "kbps", "kb", "kg", "km", "cm", "mm", "ml", "mg", "g", "m",
+    "l",
+)  # fmt: skip
 _UNIT_WORDS = (
     r"%|percent|ringgit|sen|am|pm|(?:business|working|banking|calendar)[\s-](?:days?|hours?)|days?|hours?"
-    r"|hrs?|minutes?|mins?|seconds?|secs?|weeks?|months?|years?|digits?|times|points?|pts"
+    r"|hrs?|h|minutes?|mins?|seconds?|secs?|weeks?|months?|years?|digits?|times|points?|pts|"
+    + "|".join(_MEASURES)
 )
 #: A number word becomes a digit only before a unit ("two business days"), never alone ("no one").
 _NUMBER_WORD_RE = re.compile(
@@ -60,7 +66,7 @@ _CURRENCY = {
 }  # fmt: skip
 _MULTIPLIER = {"k": 1e3, "mil": 1e6, "million": 1e6, "bil": 1e9, "billion": 1e9, "bn": 1e9}
 _DURATION = {
-    "day": "day", "hour": "hour", "hr": "hour", "minute": "minute", "min": "minute",
+    "day": "day", "hour": "hour", "hr": "hour", "h": "hour", "minute": "minute", "min": "minute",
     "second": "second", "sec": "second", "week": "week", "month": "month", "year": "year",
 }  # fmt: skip
 #: "working days" == "business days" == "banking days"; all differ from calendar "days".
@@ -72,7 +78,8 @@ _BUSINESS = ("business", "working", "banking")
 
 @dataclass(frozen=True)
 class Mention:
-    """A parsed number: kind is money | percent | duration | time | date | count | number (bare)."""
+    """A parsed number: kind is money | percent | duration | time | date | count | measure (a unit
+    of size, speed, weight, length or volume) | number (bare)."""
 
     kind: str
     value: float | str
@@ -147,10 +154,14 @@ def extract_mentions(text: str) -> list[Mention]:
             kind, canon = "money", _CURRENCY.get(cur or "rm", "MYR")
             if unit == "sen":
                 value /= 100
+            elif unit == "m":  # "RM5m": millions
+                value *= 1e6
         elif unit in ("%", "percent"):
             kind = "percent"
         elif unit in ("digit", "digits", "times", "point", "points", "pts"):
             kind, canon = "count", unit.rstrip("s").replace("pt", "point")
+        elif unit in _MEASURES:
+            kind, canon = "measure", unit
         elif unit:
             kind, canon = "duration", _duration_unit(unit)
         mentions.append(
