@@ -176,7 +176,7 @@ def is_filler(claim: str) -> bool:
 
 
 #: A question mark ending a sentence, before closing brackets or quotes and citations.
-_ASKED_RE = re.compile(r"\?[\"')\]”’*]*(?:\s*\[[\d,;\s–-]+\])*\s*$")
+_ASKED_RE = re.compile(r"\?[\"')\]”’*]*\.?(?:\s*\[[\d,;\s–-]+\])*\s*$")
 
 
 def is_question(claim: str) -> bool:
