@@ -1,6 +1,8 @@
 """rerank: rescores candidates, drops duplicates, and decides how the question will be answered.
 
-- best score below `min_relevance`: refused no_relevant_docs (nothing in the KB answers it);
+- best score below `min_relevance`: refused no_relevant_docs (nothing in the KB answers it),
+  or, for a question only loosely related to the KB, asked again in plain words and decided
+  as an unsure entry is (below);
 - the best is an FAQ entry scoring above the verbatim threshold (the KB's own, calibrated at
   ingest, unless the `faq_answer_threshold` knob sets one) and leads the runner-up by
   `faq_margin`: answered with that entry verbatim (route semantic_match, no LLM);
@@ -203,7 +205,9 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     top = _top(ranked)
     if best.score < run.min_relevance:
         if may_rephrase and state.get("kb_similarity", 1.0) < run.domain_confident_similarity:
-            # only loosely related, nothing relevant: the question in plain English decides
+            # only loosely related, nothing relevant: asked again in plain English, and answered
+            # only as far as both wordings agree (a rewrite alone found "What is your phone
+            # number?" for "what is your hotline number": the password-reset entry)
             decision = decide(
                 NODE,
                 "miss",
@@ -212,7 +216,7 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
                 run.min_relevance,
                 top=top,
             )
-            return {"candidates": ranked, "trail": [decision]}
+            return {"candidates": ranked, "first_ranking": ranked, "trail": [decision]}
         return _not_found(
             state,
             run,

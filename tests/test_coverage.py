@@ -299,6 +299,18 @@ def test_a_loosely_related_question_with_nothing_relevant_is_asked_again(
     assert result.outcome == "answered" and result.citations[0].source_id == "kw-account-004"
 
 
+def test_a_rewrite_of_a_loosely_related_question_must_agree_with_it(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    """The rewrite is a second probe, never the answer on its own: landing on an entry the
+    customer's words did not rank first is no agreement."""
+    chat.rephrasings = ["How do I reset my password?"]
+    result = bot.ask("macam mana nak tukar nombor telefon")
+    assert went(result, "rerank", "rephrase", "retrieve", "rerank"), result.trail
+    assert result.outcome == "refused" and not result.citations, result.trail
+    assert any("first_ranking_stands" in d.detail for d in result.trail if d.node == "rerank")
+
+
 def test_an_off_topic_question_stays_refused_at_the_gate(
     bot: Guardrag, chat: ScriptedChatModel
 ) -> None:
