@@ -179,17 +179,20 @@ _PRODUCT_SYSTEM = (
     r"(?!system\s+(?:requirements?|status|updates?|maintenance|upgrades?|outages?|downtime|"
     r"errors?|time)\b)"
 )
+# Only these may be scoped to a topic; a prompt, configuration or system message never is.
+_TOPICAL = re.compile(r"instructions?|directives")
 REVEAL_PROMPT = re.compile(
     rf"\b{_REVEAL_VERB}\s+(?:(?:me|us|back)\s+)?(?:\S+\s+){{0,3}}?(?:{_PROMPT_OWNER}\s+"
-    rf"(?:\S+\s+){{0,2}}?{_PROMPT_NOUN}|(?:your|ur)\s+(?:\S+\s+)?{_YOUR_PROMPT_NOUN}{_ON_A_TOPIC}|"
+    rf"(?:\S+\s+){{0,2}}?{_PROMPT_NOUN}|(?:your|ur)\s+(?:\S+\s+)?"
+    rf"(?:(?:{_TOPICAL.pattern}){_ON_A_TOPIC}|(?!{_TOPICAL.pattern}){_YOUR_PROMPT_NOUN})|"
     rf"(?:your|ur)\s+{_PRODUCT_SYSTEM}(?:hidden|secret|internal|original|initial|system|"
     r"confidential|private)\s+\w+)\b",
     _F,
 )
 WHAT_IS_PROMPT = re.compile(
     r"\bwhat(?:'s| is| are| was| were)\s+(?:(?:your|ur)\s+(?:system |initial |original |hidden |"
-    r"secret |full |exact )?|the\s+(?:system|initial|original|hidden|secret)\s+)(?:prompt|"
-    rf"instructions|system prompt|system message|message|directives|programming)\b{_ON_A_TOPIC}",
+    r"secret |full |exact )?|the\s+(?:system|initial|original|hidden|secret)\s+)(?:(?:prompt|"
+    rf"system prompt|system message|message|programming)\b|(?:{_TOPICAL.pattern})\b{_ON_A_TOPIC})",
     _F,
 )
 WHAT_WERE_YOU_TOLD = re.compile(
