@@ -79,18 +79,17 @@ _THIRD_PARTY = re.compile(
     r"dia|mereka|orang|pengguna|pelanggan|isteri|suami|kawan|jiran)\b"
 )
 _SELF = re.compile(r"\b(?:my|mine|me|i|myself|saya|aku|our|we|us)\b")
-# The company itself, as the one asked ("your") or as its service desk: its contact details
-# are no one's personal data. The desk's name is no third party ("customer service").
-_COMPANY = re.compile(
-    r"\b(?:you|your|yours|anda|awak|(?:customer|client)\s+(?:service|services|care|support|"
-    r"cent(?:re|er)|hotline|helpline|line|team|desk)|help\s*desk|helpline|hotline|call\s+cent(?:re|er)|"
-    r"care\s+team|support\s+team|khidmat\s+pelanggan|pusat\s+panggilan)\b"
-)
-_PERSONAL = re.compile(r"\b(?:home|personal|private|residential|rumah|peribadi)\b")
+# A service desk's name is no third party ("customer service"); with "you / your" it is the
+# company itself, whose contact details are no one's personal data.
 _DESK = re.compile(
     r"\b(?:customer|client)\s+(?:service|services|care|support|cent(?:re|er)|hotline|helpline|"
     r"line|team|desk)\b|\bkhidmat\s+pelanggan\b"
 )
+_COMPANY = re.compile(
+    r"\b(?:you|your|yours|anda|awak|help\s*desk|helpline|hotline|call\s+cent(?:re|er)|care\s+team|"
+    rf"support\s+team|pusat\s+panggilan)\b|{_DESK.pattern}"
+)
+_PERSONAL = re.compile(r"\b(?:home|personal|private|residential|rumah|peribadi)\b")
 _LOOKUP_FAMILIES = frozenset({"pii_lookup"})
 # Families about the assistant's own instructions: they also need the learned classifier's
 # view that the message is written to the assistant ("my insurance policy was updated, may I
