@@ -180,11 +180,11 @@ _PRODUCT_SYSTEM = (
     r"errors?|time)\b)"
 )
 # Only these may be scoped to a topic; a prompt, configuration or system message never is.
-_TOPICAL = re.compile(r"instructions?|directives")
+_TOPICAL = r"(?:instructions?|directives)\b"
 REVEAL_PROMPT = re.compile(
     rf"\b{_REVEAL_VERB}\s+(?:(?:me|us|back)\s+)?(?:\S+\s+){{0,3}}?(?:{_PROMPT_OWNER}\s+"
     rf"(?:\S+\s+){{0,2}}?{_PROMPT_NOUN}|(?:your|ur)\s+(?:\S+\s+)?"
-    rf"(?:(?:{_TOPICAL.pattern}){_ON_A_TOPIC}|(?!{_TOPICAL.pattern}){_YOUR_PROMPT_NOUN})|"
+    rf"(?:{_TOPICAL}{_ON_A_TOPIC}|(?!{_TOPICAL}){_YOUR_PROMPT_NOUN})|"
     rf"(?:your|ur)\s+{_PRODUCT_SYSTEM}(?:hidden|secret|internal|original|initial|system|"
     r"confidential|private)\s+\w+)\b",
     _F,
@@ -192,7 +192,7 @@ REVEAL_PROMPT = re.compile(
 WHAT_IS_PROMPT = re.compile(
     r"\bwhat(?:'s| is| are| was| were)\s+(?:(?:your|ur)\s+(?:system |initial |original |hidden |"
     r"secret |full |exact )?|the\s+(?:system|initial|original|hidden|secret)\s+)(?:(?:prompt|"
-    rf"system prompt|system message|message|programming)\b|(?:{_TOPICAL.pattern})\b{_ON_A_TOPIC})",
+    rf"system prompt|system message|message|programming)\b|{_TOPICAL}{_ON_A_TOPIC})",
     _F,
 )
 WHAT_WERE_YOU_TOLD = re.compile(
