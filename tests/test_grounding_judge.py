@@ -46,6 +46,16 @@ def test_numbers_and_citations_stay_with_the_rules(embedder: OnnxEmbedder) -> No
     assert not report.supported and judge.calls == []
 
 
+def test_a_figure_moved_to_another_scope_stays_with_the_rules(embedder: OnnxEmbedder) -> None:
+    """The bundled 1.5B judge passed the overseas ATM fee given for a local ATM."""
+    atm = [Passage(1, "atm", "Overseas ATM withdrawals with the card cost RM10 each plus a 1% "
+                   "currency conversion fee. Local ATM withdrawals cost RM1 each.")]  # fmt: skip
+    claim = "A withdrawal at a local ATM costs RM10 each plus a 1% currency conversion fee [1]."
+    judge = ScriptedChatModel(replies=["SUPPORTED"])
+    report = judge_report(check_grounding(claim, atm, embedder), atm, judge)
+    assert not report.supported and judge.calls == [], report.reason
+
+
 def test_a_failing_judge_leaves_the_rules_verdict(embedder: OnnxEmbedder) -> None:
     answer = "FPX top-ups can take up to 30 minutes to reflect in your wallet [2]."
     report, _ = judged(answer, [TimeoutError("judge down")], embedder)

@@ -120,7 +120,7 @@ def _judge(
         best_passage=in_passage,
         similarity=round(sim, 4),
         overlap=round(overlap, 4),
-        numbers_ok=not number_problem,
+        numbers_ok=not (number_problem or scope_problem),  # a figure moved to another scope
         entities_ok=not entity_problem,
         supported=supported,
         reason=reason,
@@ -157,8 +157,10 @@ def _judge_claim(
         chosen = max(judged, key=lambda x: x[1])[0]
     # "free" must hold against every passage given, not only the one that supports it
     problem = "" if facts_only else checks.omitted_fee_problem(text, list(by_number.values()))
-    if chosen.supported and problem:
-        chosen = replace(chosen, supported=False, reason=f"claim not supported ({problem})")
+    if chosen.supported and problem:  # an amount's condition dropped: no judge may overrule it
+        chosen = replace(
+            chosen, supported=False, numbers_ok=False, reason=f"claim not supported ({problem})"
+        )
     if not cites:  # say so in the trail: uncited claims are matched against every passage
         prefix = "uncited, " if chosen.supported else "uncited; "
         chosen = replace(chosen, reason=prefix + chosen.reason)

@@ -31,7 +31,8 @@ class ClaimSupport:
 
     @property
     def hard_failure(self) -> bool:
-        """Failed on what no judge may overrule: a number, an entity, negation, a citation."""
+        """Failed on what no judge may overrule: a number (or its scope or condition), an
+        entity, negation, a citation."""
         return not (self.numbers_ok and self.entities_ok) or "negation differs" in self.reason
 
     @property
