@@ -259,14 +259,20 @@ def test_exit_while_starting_reports_code_and_log_tail(
         make_server(fake("--exit", "3"), tmp_path).start()
 
 
+def started(server: LocalServer, servers: list[LocalServer]) -> tuple[str, ServerState]:
+    """Start `server` (stopped after the test) and return its URL and recorded state."""
+    servers.append(server)
+    url = server.start()
+    state = read_state(server.directory)
+    assert state is not None
+    return url, state
+
+
 def test_crash_is_restarted_on_the_same_port(
     tmp_path: Path, fake: Callable[..., Command], servers: list[LocalServer]
 ) -> None:
     server = make_server(fake(), tmp_path)
-    servers.append(server)
-    url = server.start()
-    first = read_state(tmp_path)
-    assert first is not None
+    url, first = started(server, servers)
     os.kill(first.pid, signal.SIGKILL)
     assert wait_for(lambda: server.restarts == 1 and healthy(url))
     second = read_state(tmp_path)
@@ -279,10 +285,7 @@ def test_a_server_that_stops_when_asked_is_not_restarted(
 ) -> None:
     """Ctrl+C on `make run` signals the server too; it exits 0 and stays stopped."""
     server = make_server(fake(), tmp_path)
-    servers.append(server)
-    url = server.start()
-    state = read_state(tmp_path)
-    assert state is not None
+    url, state = started(server, servers)
     os.kill(state.pid, signal.SIGTERM)
     assert wait_for(lambda: not server.supervising)
     assert server.restarts == 0 and not healthy(url) and read_state(tmp_path) is None
@@ -293,10 +296,7 @@ def test_a_failed_restart_is_retried(
 ) -> None:
     flag = tmp_path / "fail-next-start"
     server = make_server(fake("--fail-once", str(flag)), tmp_path / "llm")
-    servers.append(server)
-    url = server.start()
-    state = read_state(tmp_path / "llm")
-    assert state is not None
+    url, state = started(server, servers)
     flag.touch()
     os.kill(state.pid, signal.SIGKILL)
     assert wait_for(lambda: server.restarts == 1 and healthy(url))

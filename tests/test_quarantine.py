@@ -19,6 +19,7 @@ import pytest
 
 from guardrag.config.settings import Settings
 from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.guards.foreign import pieces
 from guardrag.core.kb import ingest as ingest_module
 from guardrag.core.kb.entries import Entry
 from guardrag.core.kb.holdback import QuarantineError, held, release
@@ -74,6 +75,21 @@ def test_a_sentence_that_does_not_belong_is_held_back_wherever_it_sits(
     assert record["rule"] == "passage.foreign_sentence" and record["stage"] == "ingest"
     assert record["sentence"] in PLANTED[kind] and "does not belong" in record["why"]
     assert store.find_by_field("kb", "source_id", victim["id"]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use a sturdy box. Please note the following:\n- Wrap fragile items one by one.",
+        "Use a sturdy box. Please note the following: Wrap fragile items one by one.",
+    ],
+    ids=["list", "one line"],
+)
+def test_a_lead_in_is_read_with_its_item_never_alone(text: str) -> None:
+    scored = {piece: parent for parent, piece in pieces(text)}
+    assert "Please note the following:" not in scored
+    joined = "Please note the following: Wrap fragile items one by one."
+    assert scored[joined] == scored["Wrap fragile items one by one."]  # one sentence's pieces
 
 
 def test_a_planted_item_under_a_lead_in_is_held_back(
