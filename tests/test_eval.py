@@ -16,6 +16,7 @@ from guardrag.config.run_config import KnobError, RunConfig
 from guardrag.contract import REASON_KIND, Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.second_opinion import SecondOpinion
+from guardrag.core.store import Point
 from guardrag.faces.eval import calibration
 from guardrag.faces.eval import metrics as eval_metrics
 from guardrag.faces.eval import report as eval_report
@@ -25,6 +26,7 @@ from guardrag.faces.eval.evaluate import (
     GoldenError,
     is_gold,
     load_cases,
+    near_duplicates,
     resolve_gold,
     run_case,
 )
@@ -183,6 +185,41 @@ def test_report_and_plots_are_written(tmp_path: Path) -> None:
         }.items()
     )
     assert records[4]["reason"] == "no_relevant_docs" and records[4]["answer"] == "no"
+
+
+def point(source_id: str, question: list[float], answer: list[float]) -> Point:
+    """A stored entry with unit-length question (title) and answer (content) vectors."""
+    title, content = (np.asarray(v) / np.linalg.norm(v) for v in (question, answer))
+    return Point(source_id, title.tolist(), {}, {"source_id": source_id}, content.tolist())
+
+
+def test_wrong_answers_citing_a_near_duplicate_are_counted_apart(tmp_path: Path) -> None:
+    points = [
+        point("kw-2", [1, 0, 0], [0, 1, 0]),
+        point("kw-9", [1, 0.2, 0], [0, 0, 1]),  # the same question as kw-2, another answer
+        point("kw-3", [0, 1, 0], [1, 0, 0]),
+        point("kw-4", [0, 0, 1], [1, 0.1, 0]),  # another question, the same answer as kw-3
+        point("kw-5", [0, 0, 1], [0, 0, 1]),
+    ]
+    rows = [
+        row(case("a1", "answer"), answered("kw-1"), ("kw-1",)),  # right: not counted
+        row(case("a2", "answer"), answered("kw-9"), ("kw-2",)),
+        row(case("a3", "answer"), answered("kw-4"), ("kw-3",)),
+        row(case("a4", "answer"), answered("kw-5"), ("kw-3",)),  # wrong, and no duplicate
+        row(case("r1", "refuse", "no_relevant_docs"), answered("kw-9"), ("kw-2",)),
+    ]
+    near = near_duplicates(rows, points)
+    assert near == {
+        "a2": "kw-9 ~ kw-2 (question 0.98, answer 0.00)",
+        "a3": "kw-4 ~ kw-3 (question 0.00, answer 1.00)",
+    }
+    info = eval_metrics.RunInfo("g.jsonl", "kb", "none", "fused", {}, 10, "en")
+    s = eval_metrics.summarise(rows, {}, info, near_gold=near)
+    assert s["metrics"]["answered_citing_no_gold"] == 3
+    assert s["metrics"]["of_them_near_duplicate"] == 2
+    text = eval_report.write_report(s, rows, tmp_path, {}).read_text()
+    assert "Of the 3 answers citing no gold entry, 2 cite" in text
+    assert "- a2: kw-9 ~ kw-2" in text
 
 
 def test_all_gold_cited_counts_answers_needing_several_sources() -> None:

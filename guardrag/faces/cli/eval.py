@@ -88,6 +88,7 @@ def eval_command(
     from guardrag.faces.eval.evaluate import (  # lazy: see above
         GoldenError,
         load_cases,
+        near_duplicates,
         rank,
         resolve_gold,
         run_case,
@@ -153,6 +154,7 @@ def eval_command(
                     )
                 )
             return
+        near_gold = near_duplicates(rows, store.points(name))
         top_k = effective.top_k
         rankings = {
             r.case.id: rank(bot.services, name, r.case.question, top_k)
@@ -177,7 +179,7 @@ def eval_command(
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         calibration=kb_calibration.to_dict() if kb_calibration else None,
     )
-    summary = eval_metrics.summarise(rows, rankings, info, thresholds)
+    summary = eval_metrics.summarise(rows, rankings, info, thresholds, near_gold)
     regressions = eval_metrics.compare(old, summary) if old is not None else None
     report = eval_report.write_report(
         summary, rows, out_dir, eval_report.marked_thresholds(effective), regressions

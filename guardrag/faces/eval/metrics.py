@@ -139,8 +139,12 @@ def summarise(
     rankings: dict[str, dict[str, Ranking]],
     info: RunInfo,
     baseline_thresholds: dict[str, float] | None = None,
+    near_gold: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Every metric of one evaluation run, JSON-able. `rankings`: {case id: {system: ranking}}."""
+    """Every metric of one evaluation run, JSON-able. `rankings`: {case id: {system: ranking}};
+    `near_gold`: the wrong answers that cite a near-duplicate of a gold entry
+    (`evaluate.near_duplicates`)."""
+    near_gold = near_gold or {}
     judged = [r for r in rows if r.case.expect in ("answer", "refuse")]
     expect_refuse = [r for r in judged if r.case.expect == "refuse"]
     refused = [r for r in judged if decision(r.result) == "refuse"]
@@ -175,6 +179,10 @@ def summarise(
             len(benign),
         ),
         "answered": sum(r.result.outcome == "answered" for r in rows),
+        "answered_citing_no_gold": sum(
+            not cites_gold(r.result, r.gold) for r in answered_gold if r.case.expect == "answer"
+        ),
+        "of_them_near_duplicate": len(near_gold),
         "pending_llm": sum(pending_llm(r.result) for r in rows),
     }
     return {
@@ -188,6 +196,7 @@ def summarise(
         "baselines": baseline_answers(judged, rankings, baseline_thresholds or BASELINE_THRESHOLDS),
         "latency_ms": latency(rows),
         "usage": _usage(rows),
+        "near_duplicates": [f"{case}: {how}" for case, how in sorted(near_gold.items())],
         "failures": [
             f"{r.case.id} [{r.case.group}] {r.case.question!r}: {r.why}" for r in rows if not r.ok
         ],

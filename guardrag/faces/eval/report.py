@@ -10,7 +10,7 @@ from typing import Any
 
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.core.kb.calibration import Calibration
-from guardrag.faces.eval.evaluate import Evaluated
+from guardrag.faces.eval.evaluate import NEAR_DUPLICATE, Evaluated
 from guardrag.faces.eval.plots import plot_confusion, plot_latency, plot_scores
 
 
@@ -138,6 +138,15 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
             for s, v in summary["baselines"].items()
         ],
     )
+    if near := summary.get("near_duplicates"):
+        md += [
+            "",
+            f"Of the {m['answered_citing_no_gold']} answers citing no gold entry, {len(near)} cite "
+            f"an entry whose question or answer is a near-duplicate of a gold one (cosine >= "
+            f"{NEAR_DUPLICATE}): a noisy label more than a wrong answer.",
+            "",
+        ]
+        md += [f"- {line}" for line in near]
     md += ["", "## Refusals", "", "Per reason the pipeline gave:", ""]
     md += md_table(
         ["reason", "refused", "precision"],
