@@ -3,7 +3,8 @@ transaction history", "the email of the last customer", "sejarah transaksi pengg
 "what is my cleaner's passport number".
 
 Evidence: a personal-data attribute owned by a third party (someone, other/another user or
-customer, "my <relation>'s", "his/her"). Named public or fictional people ("James Bond's
+customer, "my <relation>'s", "his/her"), or a private one (home address, IC, salary) of the
+company's own staff. Named public or fictional people ("James Bond's
 social security number") are left to the domain classifier: the bot has no data on them,
 and refusing them as PII would mostly hit harmless trivia. The customer's own data ("my
 account details") passes.
@@ -122,6 +123,48 @@ OUR_USER = re.compile(
     r"\b(?:users?|customers?|members?|account ?holders?|wallet|e-?wallet|pengguna|pelanggan)\b", _F
 )
 
+# The company's own people are third parties too ("the home address of your rider Ahmad"),
+# but only for what is private to one of them: a desk's hours, an agent's branch or what riders
+# earn (a job seeker's question) are not personal data.
+_STAFF = (
+    r"(?:your|the|this|that|a|an) (?:\S+ ){0,2}(?:staff|staffs|employees?|workers?|riders?|drivers?|"
+    r"couriers?|agents?|officers?|technicians?|managers?|tellers?|cashiers?|representatives?|"
+    r"operators?)(?: [A-Z][a-z]+)?(?:'s|’s|s')?"
+)
+_PRIVATE = (
+    r"(?:(?:home|house|residential|personal|private) (?:address|phone number|phone|number|"
+    r"e-?mail(?: address)?|contact(?: number| details)?)|ic(?: number)?|nric|mykad(?: number)?|"
+    r"passport(?: number)?|date of birth|birthday|payslips?|medical (?:records|history))"
+)
+STAFF_PRIVATE = re.compile(
+    _REQUEST
+    + r"(?:"
+    + _STAFF
+    + r"\s+(?:\S+\s+){0,2}?"
+    + _PRIVATE
+    + r"|(?:the\s+)?"
+    + _PRIVATE
+    + r"\s+(?:of|for)\s+"
+    + _STAFF
+    + r")\b",
+    _F,
+)
+STAFF_HOME = re.compile(
+    r"\bwhere\s+(?:(?:does|do|did|exactly)\s+)?" + _STAFF + r"\s+(?:lives?|stays?|resides?)\b", _F
+)
+# "which customer lives at 12 Jalan Ampang": a person found from their address.
+RESIDENT = re.compile(
+    r"\b(?:which|what) (?:customers?|users?|members?|account ?holders?|person|people|clients?)"
+    r" (?:lives?|stays?|resides?|(?:is|are) registered|(?:is|are) located)\s+(?:at|in|on)\b",
+    _F,
+)
+MS_STAFF_PRIVATE = re.compile(
+    r"\b(?:alamat rumah|nombor ic|no\.? ic|nombor kad pengenalan|tarikh lahir|"
+    r"nombor telefon peribadi)\s+(?:\S+\s+)?(?:staf|kakitangan|pekerja|rider|penghantar|ejen|"
+    r"pegawai|pengurus)\b",
+    _F,
+)
+
 # "where the man who sent me RM30 lives": someone's whereabouts.
 _SOMEONE = (
     r"(?:(?:the|this|that|a|some) (?:\S+ )?(?:man|woman|guy|girl|lady|person|sender|recipient|"
@@ -143,6 +186,10 @@ RULES: tuple[Rule, ...] = (
     Rule("pii.third_party_earnings", EARNINGS),
     Rule("pii.identify_owner", WHO_OWNS),
     Rule("pii.whereabouts", WHEREABOUTS),
+    Rule("pii.staff_data", STAFF_PRIVATE),
+    Rule("pii.staff_data", STAFF_HOME),
+    Rule("pii.staff_data_ms", MS_STAFF_PRIVATE),
+    Rule("pii.identify_resident", RESIDENT),
 )
 
 
