@@ -9,9 +9,12 @@ The injection classifier (input guard) is fit on the TRAIN split of deepset/prom
 (../shared/data, or GUARDRAG_SHARED_DATA) and on our own data:
   injections: deepset train label 1; red-team attacks of the injection families
               (datasets/redteam); the injection exemplars of config/exemplars/attacks.py
-  benign:     deepset train label 0; our FAQ and golden questions (e-wallet, telco), red-team
-              benign and customer-wording questions; benign exemplars; greetings and
-              off-topic requests (config/exemplars/domain.py: those belong to the domain gate)
+  benign:     deepset train label 0; our FAQ questions (e-wallet, telco) and golden questions
+              (e-wallet, telco, gym, courier, insurance documents), TNGD's and GuidelineIQ's
+              questions (tuning seeds: the compliance team's wording), red-team benign and
+              customer-wording questions; benign exemplars; greetings and off-topic requests
+              (config/exemplars/domain.py: those belong to the domain gate); and the sentences
+              of every benign message longer than one (the detector scores them alone too)
 Every choice is made on 5-fold out-of-fold scores of that data: the threshold is the lowest
 with <= 1% of English deepset benign rows and <= 0.5% of our customer questions flagged;
 among (l2, n-gram weight) the best out-of-fold recall on English injections wins (ties: the
@@ -98,10 +101,13 @@ def jsonl(path: Path) -> list[dict[str, object]]:
 
 
 class Example:
-    __slots__ = ("group", "label", "lang", "text")
+    __slots__ = ("group", "label", "lang", "source", "text")
 
-    def __init__(self, text: str, label: int, group: str, lang: str = "en") -> None:
+    def __init__(
+        self, text: str, label: int, group: str, lang: str = "en", source: str = ""
+    ) -> None:
         self.text, self.label, self.group, self.lang = text, label, group, lang
+        self.source = source or text  # the message a sentence was taken from (same fold)
 
 
 def training_data() -> tuple[list[Example], list[Example]]:
@@ -123,16 +129,32 @@ def training_data() -> tuple[list[Example], list[Example]]:
             train += [Example(t, 1, "ours") for t in texts]
     customer = [str(r["question"]) for r in jsonl(data / "ewallet" / "faq.jsonl")]
     customer += [str(r["question"]) for r in jsonl(data / "telco" / "faq.jsonl")]
-    for name in ("ewallet", "telco"):
+    for name in ("ewallet", "telco", "gym", "courier", "insurance_docs"):
         customer += [
             str(r["question"])
             for r in jsonl(data / name / "golden.jsonl")
             if r["group"] != "adversarial"
         ]
+    seeds = shared() / "seeds"  # the public seeds we tune on (covidfaq stays held out)
+    tngd = jsonl(seeds / "tngd-faq" / "golden_set.jsonl")
+    customer += [str(r["query"]) for r in tngd if r.get("group") in {"retrieval", "abstain"}]
+    customer += [
+        str(e["question"]) for e in json.loads((seeds / "tngd-faq" / "sample.json").read_text())
+    ]
+    customer += [str(r["query"]) for r in jsonl(seeds / "guideline-iq" / "golden.jsonl")]
     customer += [str(r["text"]) for r in jsonl(data / "redteam" / "benign.jsonl")]
     customer += [str(r["text"]) for r in jsonl(data / "redteam" / "customer_wording.jsonl")]
     customer += [*BENIGN, *GREETINGS, *OFF_TOPIC]
     train += [Example(t, 0, "customer") for t in customer]
+    # The detector also scores each sentence of a longer message alone, so the sentences of a
+    # benign message are benign examples too: "You were really helpful." before a question is
+    # small talk, though alone it reads like the praise that opens a stacked injection.
+    train += [
+        Example(part, 0, e.group, e.lang, e.text)
+        for e in list(train)
+        if e.label == 0
+        for part in sentences(e.text)
+    ]
     return train, test
 
 
@@ -170,8 +192,13 @@ class Scorer:
 
 
 def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
-    offtopic = np.array([e.label == 0 and e.group == "offtopic" and e.lang == "en" for e in train])
-    customer = np.array([e.group == "customer" for e in train])
+    """The lowest threshold within both false-positive caps, counted over whole messages (a
+    benign message's sentences train the model but are not messages of their own)."""
+    whole = np.array([e.source == e.text for e in train])
+    offtopic = whole & np.array(
+        [e.label == 0 and e.group == "offtopic" and e.lang == "en" for e in train]
+    )
+    customer = whole & np.array([e.group == "customer" for e in train])
     for threshold in np.round(np.arange(0.30, 0.995, 0.01), 2):
         if (
             np.mean(scores[offtopic] >= threshold) <= MAX_FP_OFFTOPIC
@@ -185,9 +212,11 @@ def fit_injection(scorer: Scorer) -> tuple[LinearModel, list[Example]]:
     train, test = training_data()
     texts = [e.text for e in train]
     labels = np.array([e.label for e in train], dtype=np.float64)
-    folds = np.array_split(np.random.default_rng(0).permutation(len(train)), FOLDS)
+    sources = list(dict.fromkeys(e.source for e in train))  # a message and its sentences
+    fold_of = {s: i % FOLDS for i, s in enumerate(np.random.default_rng(0).permutation(sources))}
+    folds = [np.flatnonzero([fold_of[e.source] == f for e in train]) for f in range(FOLDS)]
     en_pos = np.array([e.label == 1 and e.lang == "en" for e in train])
-    best: tuple[float, float, float, float, float] | None = None  # recall, -l2, l2, w, th
+    best: tuple[float, float, float, float] | None = None  # recall, l2, n-gram weight, threshold
     for l2 in GRID_L2:
         for weight in GRID_NGRAM:
             oof = np.zeros(len(train))
@@ -206,11 +235,11 @@ def fit_injection(scorer: Scorer) -> tuple[LinearModel, list[Example]]:
             print(
                 f"  l2 {l2} ngram {weight}: threshold {threshold:.2f}, OOF English recall {recall:.3f}"
             )
-            if best is None or (recall, -l2) > (best[0], best[1]):
-                best = (recall, -l2, l2, weight, threshold)
+            if best is None or (recall, l2) > best[:2]:  # ties: the stronger l2
+                best = (recall, l2, weight, threshold)
     if best is None:
         sys.exit("no configuration meets the false-positive caps")
-    recall, _, l2, weight, threshold = best
+    recall, l2, weight, threshold = best
     final = scorer.fit(texts, labels, l2, weight)
     digest = hashlib.sha256("\x00".join(f"{e.label}{e.text}" for e in train).encode()).hexdigest()
     about = {
