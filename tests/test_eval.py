@@ -16,7 +16,7 @@ from guardrag.config.run_config import KnobError, RunConfig
 from guardrag.contract import REASON_KIND, Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.second_opinion import SecondOpinion
-from guardrag.core.store import Point
+from guardrag.core.store import Point, SparseVector
 from guardrag.faces.eval import calibration
 from guardrag.faces.eval import metrics as eval_metrics
 from guardrag.faces.eval import report as eval_report
@@ -190,7 +190,8 @@ def test_report_and_plots_are_written(tmp_path: Path) -> None:
 def point(source_id: str, question: list[float], answer: list[float]) -> Point:
     """A stored entry with unit-length question (title) and answer (content) vectors."""
     title, content = (np.asarray(v) / np.linalg.norm(v) for v in (question, answer))
-    return Point(source_id, title.tolist(), {}, {"source_id": source_id}, content.tolist())
+    empty = SparseVector([], [])
+    return Point(source_id, title.tolist(), empty, {"source_id": source_id}, content.tolist())
 
 
 def test_wrong_answers_citing_a_near_duplicate_are_counted_apart(tmp_path: Path) -> None:
