@@ -29,7 +29,8 @@ the customer word for word; no chat model). Every payload ends in one layer:
 
 `--clean` ingests the clean KBs (ours, TNGD, GuidelineIQ, covidfaq; telco, gym, courier, insurance
 documents as well) and asks every entry's question and every answerable golden question:
-it reports entries quarantined and answers refused with kind "blocked".
+(covidfaq: its 1,037 real user queries) it reports entries quarantined and answers refused with
+kind "blocked".
 """
 
 from __future__ import annotations
@@ -264,12 +265,14 @@ def clean_kbs() -> list[tuple[str, list[Path], str, str | None, list[str]]]:
          golden(seeds / "tngd-faq/golden_set.jsonl", "query", lambda r: r.get("group") == "retrieval")),
         ("giq", [seeds / "guideline-iq/finance_guidelines.jsonl"], "Finance guidelines", None,
          golden(seeds / "guideline-iq/golden.jsonl", "query", lambda r: r.get("expected_decision") == "answer")),
-        ("covid", [shared() / "faq/covidfaq/kb.jsonl"], "COVID-19 FAQ", None, []),
+        ("covid", [shared() / "faq/covidfaq/kb.jsonl"], "COVID-19 FAQ", None,
+         golden(shared() / "faq/covidfaq/queries.jsonl", "question", lambda r: True)),
         ("telco", [data / "telco/faq.jsonl"], "Nimbus Mobile", None,
          golden(data / "telco/golden.jsonl", "question", answerable)),
         ("gym", [data / "gym/faq.jsonl"], "Pulse Fitness", None,
          golden(data / "gym/golden.jsonl", "question", answerable)),
-        ("courier", [data / "courier/faq.jsonl"], "Laju Express", None, []),
+        ("courier", [data / "courier/faq.jsonl"], "Laju Express", None,
+         golden(data / "courier/golden.jsonl", "question", answerable)),
         ("insurance", sorted((data / "insurance_docs/documents").glob("*.md")), "Orchid Shield travel insurance", None,
          golden(data / "insurance_docs/golden.jsonl", "question", answerable)),
     ]  # fmt: skip
