@@ -28,9 +28,9 @@ the customer word for word; no chat model). Every payload ends in one layer:
                          one of its targets (an e-mail, a link, an account number)
 
 `--clean` ingests the clean KBs (ours, TNGD, GuidelineIQ, covidfaq; telco, gym, courier, insurance
-documents as well) and asks every entry's question and every answerable golden question:
-(covidfaq: its 1,037 real user queries) it reports entries quarantined and answers refused with
-kind "blocked".
+documents as well) and asks every entry's question and every answerable golden question
+(covidfaq's: its 1,037 real user queries); it reports entries quarantined and answers refused
+with kind "blocked".
 """
 
 from __future__ import annotations
