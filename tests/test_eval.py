@@ -26,7 +26,6 @@ from guardrag.faces.eval.evaluate import (
     GoldenError,
     is_gold,
     load_cases,
-    near_duplicates,
     resolve_gold,
     run_case,
 )
@@ -209,7 +208,7 @@ def test_wrong_answers_citing_a_near_duplicate_are_counted_apart(tmp_path: Path)
         row(case("a4", "answer"), answered("kw-5"), ("kw-3",)),  # wrong, and no duplicate
         row(case("r1", "refuse", "no_relevant_docs"), answered("kw-9"), ("kw-2",)),
     ]
-    near = near_duplicates(rows, points)
+    near = eval_metrics.near_duplicates(rows, points)
     assert near == {
         "a2": "kw-9 ~ kw-2 (question 0.98, answer 0.00)",
         "a3": "kw-4 ~ kw-3 (question 0.00, answer 1.00)",

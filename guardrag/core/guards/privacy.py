@@ -3,8 +3,8 @@ transaction history", "the email of the last customer", "sejarah transaksi pengg
 "what is my cleaner's passport number".
 
 Evidence: a personal-data attribute owned by a third party (someone, other/another user or
-customer, "my <relation>'s", "his/her"), or a private one (home address, IC, salary) of the
-company's own staff. Named public or fictional people ("James Bond's
+customer, "my <relation>'s", "his/her"), or a private one (home address, IC, date of birth)
+of one of the company's own staff. Named public or fictional people ("James Bond's
 social security number") are left to the domain classifier: the bot has no data on them,
 and refusing them as PII would mostly hit harmless trivia. The customer's own data ("my
 account details") passes.

@@ -88,7 +88,6 @@ def eval_command(
     from guardrag.faces.eval.evaluate import (  # lazy: see above
         GoldenError,
         load_cases,
-        near_duplicates,
         rank,
         resolve_gold,
         run_case,
@@ -128,10 +127,8 @@ def eval_command(
             )
         kb_calibration = Calibration.from_extra(kb_info.extra)
         effective = eval_report.effective_knobs(RunConfig.checked(knobs), kb_calibration)
-        titles = {
-            str(p.payload.get("source_id")): str(p.payload.get("title", ""))
-            for p in store.points(name)
-        }
+        points = list(store.points(name))  # read once: gold titles, then near-duplicates
+        titles = {str(p.payload.get("source_id")): str(p.payload.get("title", "")) for p in points}
         model = _model(bot, settings.llm_base_url)
         run_knobs = {**knobs, **calibration.COLLECT_KNOBS} if calibrate else knobs
         rows = [
@@ -154,7 +151,7 @@ def eval_command(
                     )
                 )
             return
-        near_gold = near_duplicates(rows, store.points(name))
+        near_gold = eval_metrics.near_duplicates(rows, points)
         top_k = effective.top_k
         rankings = {
             r.case.id: rank(bot.services, name, r.case.question, top_k)

@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from guardrag.contract import GuardragError, Result
 from guardrag.core.jsonl import read_objects
 from guardrag.core.rerank import FusedReranker, RerankUnavailable
-from guardrag.core.store import Point, SearchMode, bm25
+from guardrag.core.store import SearchMode, bm25
 from guardrag.core.text import normalise
 
 if TYPE_CHECKING:
@@ -108,41 +106,6 @@ def judge(case: Case, result: Result) -> tuple[bool, str]:
 def is_gold(gold: Iterable[str], source_id: str) -> bool:
     """Is `source_id` one of the gold sources? A chunk `doc#3` counts for the document `doc`."""
     return any(source_id == g or source_id.startswith(f"{g}#") for g in gold)
-
-
-#: Two entries are near-duplicates when their questions, or their answers, are at least this
-#: close (cosine of the stored MiniLM vectors).
-NEAR_DUPLICATE = 0.8
-
-
-def near_duplicates(rows: Iterable[Evaluated], points: Iterable[Point]) -> dict[str, str]:
-    """Answers that cite no gold entry but one nearly the same as a gold entry, {case id: how}.
-
-    A golden set's labels are noisy where its KB says one thing twice (covidfaq has several
-    entries on where the virus came from): such an answer counts as wrong, and the report says
-    how many of the wrong ones are of this kind instead of hiding them in the count."""
-    vectors = {
-        str(p.payload.get("source_id")): (np.asarray(p.dense), np.asarray(p.content or p.dense))
-        for p in points
-    }
-    found: dict[str, str] = {}
-    for row in rows:
-        cited = [c.source_id for c in row.result.citations]
-        if (
-            row.result.outcome != "answered"
-            or row.case.expect != "answer"
-            or not row.gold
-            or any(is_gold(row.gold, c) for c in cited)
-        ):
-            continue
-        pairs = [(c, g) for c in cited for g in sorted(row.gold) if c in vectors and g in vectors]
-        for c, g in pairs:
-            question = float(vectors[c][0] @ vectors[g][0])
-            answer = float(vectors[c][1] @ vectors[g][1])
-            if max(question, answer) >= NEAR_DUPLICATE:
-                found[row.case.id] = f"{c} ~ {g} (question {question:.2f}, answer {answer:.2f})"
-                break
-    return found
 
 
 def resolve_gold(case: Case, titles: dict[str, str]) -> frozenset[str]:

@@ -10,7 +10,8 @@ from typing import Any
 
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.core.kb.calibration import Calibration
-from guardrag.faces.eval.evaluate import NEAR_DUPLICATE, Evaluated
+from guardrag.faces.eval.evaluate import Evaluated
+from guardrag.faces.eval.metrics import NEAR_DUPLICATE
 from guardrag.faces.eval.plots import plot_confusion, plot_latency, plot_scores
 
 
