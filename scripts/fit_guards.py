@@ -1,6 +1,6 @@
 """Fit the learned guards and write their weights next to `guardrag/core/guards/learned.py`.
 
-    .venv/bin/python scripts/fit_guards.py            # fit both, report, write the .npz files
+    .venv/bin/python scripts/fit_guards.py            # fit all three, report, write the .npz files
     .venv/bin/python scripts/fit_guards.py --passage  # only the passage model (reads the
                                                       # shipped injection model)
     .venv/bin/python scripts/fit_guards.py --dry-run  # fit and report only
@@ -19,6 +19,13 @@ Every choice is made on 5-fold out-of-fold scores of that data: the threshold is
 with <= 1% of English deepset benign rows and <= 0.5% of our customer questions flagged;
 among (l2, n-gram weight) the best out-of-fold recall on English injections wins (ties: the
 stronger l2). The TEST split is scored once, after the choice, and only reported.
+
+The second reader is the same kind of model over all-mpnet-base-v2 vectors (installed by
+`make llm`), on the same examples and folds, with a band: a message whose MiniLM score is at or
+above the band is flagged when MPNet's score reaches its threshold, and passes otherwise. The
+threshold is the lowest within the same caps, counted over what the two decide together; among
+(l2, n-gram weight, band) the best out-of-fold English recall wins (ties: the stronger l2, then
+the higher band, which asks MPNet less often).
 
 The passage model (`guards/foreign.py`: does a sentence belong in its KB entry?) is fit on
 clean KBs: every sentence of our e-wallet, telco, gym and courier FAQs and insurance documents,
@@ -53,7 +60,8 @@ from poison_eval import POSITIONS, plant  # noqa: E402
 
 from guardrag.config.exemplars.attacks import ATTACKS, BENIGN, FOREIGN  # noqa: E402
 from guardrag.config.exemplars.domain import GREETINGS, OFF_TOPIC  # noqa: E402
-from guardrag.core.embedder import load_embedder  # noqa: E402
+from guardrag.config.settings import Settings  # noqa: E402
+from guardrag.core.embedder import Encoder, load_embedder  # noqa: E402
 from guardrag.core.guards.foreign import (  # noqa: E402
     FEATURES,
     NOVELTY,
@@ -66,6 +74,7 @@ from guardrag.core.guards.foreign import (  # noqa: E402
 )
 from guardrag.core.guards.learned import (  # noqa: E402
     INJECTION_MODEL,
+    INJECTION_READER,
     LearnedInjection,
     LinearModel,
     build_vocab,
@@ -75,6 +84,7 @@ from guardrag.core.guards.learned import (  # noqa: E402
     sentences,
 )
 from guardrag.core.kb.readers import load_entries  # noqa: E402
+from guardrag.core.mpnet import MPNET, installed_mpnet  # noqa: E402
 
 INJECTION_FAMILIES = {
     "direct_injection",
@@ -86,6 +96,8 @@ INJECTION_FAMILIES = {
 EXEMPLAR_FAMILIES = {"override", "prompt_extraction", "jailbreak"}
 GRID_L2 = (0.1, 0.3, 1.0)
 GRID_NGRAM = (0.5, 1.0)
+#: MiniLM scores from which the second reader (MPNet) decides.
+GRID_BAND = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 MIN_DF = 3
 FOLDS = 5
 MAX_FP_OFFTOPIC = 0.01
@@ -161,8 +173,8 @@ def training_data() -> tuple[list[Example], list[Example]]:
 class Scorer:
     """Embeddings computed once per text (whole texts and their sentences)."""
 
-    def __init__(self) -> None:
-        self.embedder = load_embedder()
+    def __init__(self, embedder: Encoder | None = None) -> None:
+        self.embedder = embedder or load_embedder()
         self.cache: dict[str, np.ndarray] = {}
 
     def vectors(self, texts: list[str]) -> np.ndarray:
@@ -191,6 +203,54 @@ class Scorer:
         return out
 
 
+class Folds:
+    """The training examples, 5 folds that keep a message with its sentences, and the
+    out-of-fold scores of a model fit on the other folds."""
+
+    def __init__(self, train: list[Example]) -> None:
+        self.train = train
+        self.texts = [e.text for e in train]
+        self.labels = np.array([e.label for e in train], dtype=np.float64)
+        sources = list(dict.fromkeys(e.source for e in train))
+        draw = np.random.default_rng(0).permutation(sources)
+        fold_of = {s: i % FOLDS for i, s in enumerate(draw)}
+        self.folds = [np.flatnonzero([fold_of[e.source] == f for e in train]) for f in range(FOLDS)]
+        self.en_pos = np.array([e.label == 1 and e.lang == "en" for e in train])
+
+    def oof(self, scorer: Scorer, l2: float, weight: float) -> np.ndarray:
+        out = np.zeros(len(self.train))
+        for fold in self.folds:
+            keep = np.ones(len(self.train), dtype=bool)
+            keep[fold] = False
+            model = scorer.fit(
+                [self.texts[i] for i in np.flatnonzero(keep)], self.labels[keep], l2, weight
+            )
+            out[fold] = scorer.score(model, [self.texts[i] for i in fold])
+        return out
+
+    def recall(self, flagged: np.ndarray) -> float:
+        return float(np.mean(flagged[self.en_pos]))
+
+    def final(
+        self, scorer: Scorer, l2: float, weight: float, threshold: float, about: dict[str, object]
+    ) -> LinearModel:
+        fit = scorer.fit(self.texts, self.labels, l2, weight)
+        digest = hashlib.sha256(
+            "\x00".join(f"{e.label}{e.text}" for e in self.train).encode()
+        ).hexdigest()
+        about = {
+            "fit": "scripts/fit_guards.py",
+            "train_examples": len(self.train),
+            "train_digest": digest[:16],
+            "l2": l2,
+            "ngram_weight": weight,
+            "caps": {"offtopic_en": MAX_FP_OFFTOPIC, "customer": MAX_FP_CUSTOMER},
+            **about,
+        }
+        beta = np.concatenate([fit.dense, fit.sparse, [fit.bias]])
+        return model_from_weights(beta, fit.vocab, weight, threshold, about)
+
+
 def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
     """The lowest threshold within both false-positive caps, counted over whole messages (a
     benign message's sentences train the model but are not messages of their own)."""
@@ -199,7 +259,7 @@ def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
         [e.label == 0 and e.group == "offtopic" and e.lang == "en" for e in train]
     )
     customer = whole & np.array([e.group == "customer" for e in train])
-    for threshold in np.round(np.arange(0.30, 0.995, 0.01), 2):
+    for threshold in np.round(np.arange(0.05, 0.995, 0.01), 2):
         if (
             np.mean(scores[offtopic] >= threshold) <= MAX_FP_OFFTOPIC
             and np.mean(scores[customer] >= threshold) <= MAX_FP_CUSTOMER
@@ -208,70 +268,76 @@ def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
     return None
 
 
-def fit_injection(scorer: Scorer) -> tuple[LinearModel, list[Example]]:
-    train, test = training_data()
-    texts = [e.text for e in train]
-    labels = np.array([e.label for e in train], dtype=np.float64)
-    sources = list(dict.fromkeys(e.source for e in train))  # a message and its sentences
-    fold_of = {s: i % FOLDS for i, s in enumerate(np.random.default_rng(0).permutation(sources))}
-    folds = [np.flatnonzero([fold_of[e.source] == f for e in train]) for f in range(FOLDS)]
-    en_pos = np.array([e.label == 1 and e.lang == "en" for e in train])
+def fit_injection(scorer: Scorer, data: Folds) -> tuple[LinearModel, np.ndarray]:
+    """MiniLM's classifier, and its out-of-fold scores (the second reader's band reads them)."""
     best: tuple[float, float, float, float] | None = None  # recall, l2, n-gram weight, threshold
-    for l2 in GRID_L2:
-        for weight in GRID_NGRAM:
-            oof = np.zeros(len(train))
-            for fold in folds:
-                keep = np.ones(len(train), dtype=bool)
-                keep[fold] = False
-                model = scorer.fit(
-                    [texts[i] for i in np.flatnonzero(keep)], labels[keep], l2, weight
-                )
-                oof[fold] = scorer.score(model, [texts[i] for i in fold])
-            threshold = choose_threshold(oof, train)
-            if threshold is None:
-                print(f"  l2 {l2} ngram {weight}: no threshold meets the false-positive caps")
-                continue
-            recall = float(np.mean(oof[en_pos] >= threshold))
-            print(
-                f"  l2 {l2} ngram {weight}: threshold {threshold:.2f}, OOF English recall {recall:.3f}"
-            )
-            if best is None or (recall, l2) > best[:2]:  # ties: the stronger l2
-                best = (recall, l2, weight, threshold)
+    scores: dict[tuple[float, float], np.ndarray] = {}
+    for l2, weight in itertools.product(GRID_L2, GRID_NGRAM):
+        oof = scores[l2, weight] = data.oof(scorer, l2, weight)
+        threshold = choose_threshold(oof, data.train)
+        if threshold is None:
+            print(f"  l2 {l2} ngram {weight}: no threshold meets the false-positive caps")
+            continue
+        recall = data.recall(oof >= threshold)
+        print(
+            f"  l2 {l2} ngram {weight}: threshold {threshold:.2f}, OOF English recall {recall:.3f}"
+        )
+        if best is None or (recall, l2) > best[:2]:  # ties: the stronger l2
+            best = (recall, l2, weight, threshold)
     if best is None:
         sys.exit("no configuration meets the false-positive caps")
     recall, l2, weight, threshold = best
-    final = scorer.fit(texts, labels, l2, weight)
-    digest = hashlib.sha256("\x00".join(f"{e.label}{e.text}" for e in train).encode()).hexdigest()
-    about = {
-        "fit": "scripts/fit_guards.py",
-        "train_examples": len(train),
-        "train_digest": digest[:16],
-        "l2": l2,
-        "ngram_weight": weight,
-        "oof_english_recall": round(recall, 4),
-        "caps": {"offtopic_en": MAX_FP_OFFTOPIC, "customer": MAX_FP_CUSTOMER},
-    }
-    model = model_from_weights(
-        np.concatenate([final.dense, final.sparse, [final.bias]]),
-        final.vocab,
-        weight,
-        threshold,
-        about,
-    )
-    return model, test
+    model = data.final(scorer, l2, weight, threshold, {"oof_english_recall": round(recall, 4)})
+    return model, scores[l2, weight]
 
 
-def report_test(scorer: Scorer, model: LinearModel, test: list[Example]) -> None:
-    """The held-out split, this classifier alone (scripts/score_guards.py scores the guard)."""
-    scores = scorer.score(model, [e.text for e in test])
-    for lang in ("en", "de"):
-        rows = [(s, e) for s, e in zip(scores, test, strict=True) if e.lang == lang]
-        pos = [s >= model.threshold for s, e in rows if e.label == 1]
-        neg = [s >= model.threshold for s, e in rows if e.label == 0]
-        print(
-            f"  test {lang}: recall {sum(pos)}/{len(pos)}, false positives {sum(neg)}/{len(neg)} "
-            "(classifier alone)"
-        )
+def fit_reader(
+    reader: Scorer, data: Folds, first: LinearModel, first_oof: np.ndarray
+) -> LinearModel:
+    """MPNet's classifier and the band of MiniLM scores it decides: a message below the band
+    passes, one at or above it is flagged when MPNet's score reaches the threshold. Chosen
+    like MiniLM's: the best out-of-fold English recall under the same caps (ties: the stronger
+    l2, then the higher band, which asks MPNet less often)."""
+    best: tuple[float, float, float, float, float] | None = None
+    for l2, weight in itertools.product(GRID_L2, GRID_NGRAM):
+        oof = data.oof(reader, l2, weight)
+        for band in (b for b in GRID_BAND if b < first.threshold):
+            asked = first_oof >= band
+            threshold = choose_threshold(np.where(asked, oof, 0.0), data.train)
+            if threshold is None:
+                continue
+            recall = data.recall(asked & (oof >= threshold))
+            print(
+                f"  l2 {l2} ngram {weight} band {band}: threshold {threshold:.2f}, "
+                f"OOF English recall {recall:.3f}"
+            )
+            if best is None or (recall, l2, band) > best[:3]:
+                best = (recall, l2, band, weight, threshold)
+    if best is None:
+        sys.exit("no second-reader configuration meets the false-positive caps")
+    recall, l2, band, weight, threshold = best
+    about = {"oof_english_recall": round(recall, 4), "band": band, "encoder": MPNET.name}
+    return data.final(reader, l2, weight, threshold, about)
+
+
+def report_test(
+    scorer: Scorer, model: LinearModel, test: list[Example], second: tuple[Scorer, LinearModel]
+) -> None:
+    """The held-out split, the classifier alone (scripts/score_guards.py scores the guard):
+    MiniLM alone, then with the second reader."""
+    texts = [e.text for e in test]
+    first = scorer.score(model, texts)
+    reader, reader_model = second
+    band = float(reader_model.about["band"])
+    both = (first >= band) & (reader.score(reader_model, texts) >= reader_model.threshold)
+    for name, flagged in (("MiniLM alone", first >= model.threshold), ("with MPNet", both)):
+        for lang in ("en", "de"):
+            pos = [f for f, e in zip(flagged, test, strict=True) if e.lang == lang and e.label]
+            neg = [f for f, e in zip(flagged, test, strict=True) if e.lang == lang and not e.label]
+            print(
+                f"  test {lang}, {name}: recall {sum(pos)}/{len(pos)}, "
+                f"false positives {sum(neg)}/{len(neg)}"
+            )
 
 
 #: Weight grid of the passage score (instruction - relevance + these terms), and the margin
@@ -427,13 +493,22 @@ def main() -> None:
     if args.passage:
         injection = LinearModel.load(INJECTION_MODEL)
     else:
-        scorer = Scorer()
-        print("== injection classifier (5-fold grid on the train split and our data)")
-        injection, test = fit_injection(scorer)
+        train, test = training_data()
+        data, scorer = Folds(train), Scorer()
+        print("== injection classifier, MiniLM (5-fold grid on the train split and our data)")
+        injection, first_oof = fit_injection(scorer, data)
         print(f"  chosen: {injection.about}, threshold {injection.threshold:.2f}")
-        report_test(scorer, injection, test)
+        encoder, missing = installed_mpnet(Settings())
+        if encoder is None:
+            sys.exit(f"the second reader needs all-mpnet-base-v2 (make llm): {missing}")
+        print("== its second reader, MPNet (the same folds; a band of MiniLM scores it decides)")
+        mpnet = Scorer(encoder)
+        reader = fit_reader(mpnet, data, injection, first_oof)
+        print(f"  chosen: {reader.about}, threshold {reader.threshold:.2f}")
+        report_test(scorer, injection, test, (mpnet, reader))
         if not args.dry_run:
             print(f"  wrote {injection.save(INJECTION_MODEL)}")
+            print(f"  wrote {reader.save(INJECTION_READER)}")
     print("== passage model (leave-one-KB-out on our KBs, planted sentences)")
     passage = fit_passage(injection, args.verbose)
     if not args.dry_run:

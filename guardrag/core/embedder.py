@@ -40,12 +40,16 @@ class EmbedderUnavailable(GuardragError, RuntimeError):
     """The embedding model or its tokenizer is not installed or cannot be loaded."""
 
 
-class Embedder(Protocol):
+class Encoder(Protocol):
     """Anything that turns texts into L2-normalised float32 rows."""
 
-    dim: int
-
     def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+class Embedder(Encoder, Protocol):
+    """An encoder whose width is known up front (the vector store is sized by it)."""
+
+    dim: int
 
 
 def _package_dir(name: str) -> Path:

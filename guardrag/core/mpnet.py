@@ -13,6 +13,7 @@ import json
 import math
 import shutil
 import struct
+import threading
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -217,3 +218,48 @@ class MPNet:
         mean = x.mean(-1, keepdims=True)
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / np.sqrt(var + 1e-5) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+
+
+class LazyMPNet:
+    """MPNet loaded on first `embed` (weights memory-mapped: well under a second); a model that
+    failed to load raises RuntimeError at once from then on, without trying again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._model: MPNet | None = None
+        self._broken: str | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> MPNet:
+        with self._lock:
+            if self._broken:
+                raise RuntimeError(self._broken)
+            if self._model is None:
+                try:
+                    self._model = MPNet(self.folder)
+                except Exception as exc:  # a corrupt tokenizer raises a bare Exception
+                    self._broken = f"cannot load {self.folder}: {exc}"
+                    raise RuntimeError(self._broken) from exc
+            return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.get().embed(texts)
+
+
+_shared: dict[Path, LazyMPNet] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_mpnet(folder: Path) -> LazyMPNet:
+    """One lazily loaded model per folder per process: rerank's second opinion and the input
+    guard's second reader share its weights."""
+    with _shared_lock:
+        return _shared.setdefault(folder.resolve(), LazyMPNet(folder))
+
+
+def installed_mpnet(settings: Settings) -> tuple[LazyMPNet | None, str | None]:
+    """The installed model (loaded on first use), or None and why not."""
+    folder = model_dir(settings)
+    if problem := model_problem(folder):
+        return None, problem
+    return shared_mpnet(folder), None

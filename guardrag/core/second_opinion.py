@@ -16,9 +16,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from guardrag.core.mpnet import MPNET, MPNet, model_dir, model_problem
+from guardrag.core.embedder import Encoder
+from guardrag.core.mpnet import MPNET, installed_mpnet, shared_mpnet
 from guardrag.core.rerank import FusedReranker, Scorable
 
 if TYPE_CHECKING:
@@ -29,10 +30,6 @@ if TYPE_CHECKING:
 
 #: Titles kept embedded (768 float32 each: 100k titles ~300 MB).
 CACHED_TITLES = 100_000
-
-
-class Encoder(Protocol):
-    def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -66,30 +63,14 @@ class SecondOpinion:
     """Title similarities by a second embedder, with a per-process cache of title vectors."""
 
     def __init__(self, load: Encoder | Path, name: str = MPNET.name) -> None:
-        self._load, self._encoder = load, None if isinstance(load, Path) else load
-        self._broken: str | None = None  # why the model would not load: not tried again
+        self._encoder = shared_mpnet(load) if isinstance(load, Path) else load
         self.name = name
         self._titles: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def encoder(self) -> Encoder:
-        """The model, loaded on first use (weights memory-mapped: well under a second); a model
-        that failed to load raises RuntimeError at once from then on."""
-        with self._lock:
-            if self._broken:
-                raise RuntimeError(self._broken)
-            if self._encoder is None:
-                assert isinstance(self._load, Path)
-                try:
-                    self._encoder = MPNet(self._load)
-                except Exception as exc:  # a corrupt tokenizer raises a bare Exception
-                    self._broken = f"cannot load {self._load}: {exc}"
-                    raise RuntimeError(self._broken) from exc
-            return self._encoder
-
     def similarities(self, question: str, titles: Sequence[str]) -> list[float]:
         """Cosine of the question to each title."""
-        encoder = self.encoder()
+        encoder = self._encoder  # a model that will not load raises RuntimeError
         with self._lock:
             known = {t: self._titles[t] for t in titles if t in self._titles}
         missing = list(dict.fromkeys(t for t in titles if t not in known))
@@ -127,7 +108,5 @@ class SecondOpinion:
 
 def load_second_opinion(settings: Settings) -> tuple[SecondOpinion | None, str | None]:
     """The installed second opinion (its weights load on first use), or None and why not."""
-    folder = model_dir(settings)
-    if problem := model_problem(folder):
-        return None, problem
-    return SecondOpinion(folder), None
+    encoder, problem = installed_mpnet(settings)
+    return (SecondOpinion(encoder), None) if encoder is not None else (None, problem)

@@ -29,6 +29,7 @@ from guardrag.core.audit import AuditSink
 from guardrag.core.classify import DomainClassifier
 from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards import InputGuard, OutputGuard
+from guardrag.core.guards.learned import installed_reader
 from guardrag.core.llm.client import load_chat_model, model_name
 from guardrag.core.rerank import Reranker, load_reranker
 from guardrag.core.second_opinion import SecondOpinion, load_second_opinion
@@ -63,7 +64,9 @@ def build_services(
     return Services(
         store=store or store_from_settings(settings),
         embedder=embedder,
-        input_guard=InputGuard(embedder=embedder, pii=settings.pii_mode),
+        input_guard=InputGuard(
+            embedder=embedder, pii=settings.pii_mode, reader=installed_reader(settings)
+        ),
         output_guard=OutputGuard(),
         domain=DomainClassifier(embedder),
         reranker=reranker or load_reranker(settings),

@@ -10,6 +10,7 @@ import numpy as np
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.framework import Guard, Validator
+from guardrag.core.guards.learned import SecondReader
 from guardrag.core.guards.normalize import normalize
 from guardrag.core.guards.semantic import SemanticDetector, default_embedder, detector_for
 from guardrag.core.guards.sensitive_data import iter_values, mask_values
@@ -37,9 +38,11 @@ class InputGuard:
 
     Order: the regex rules (microseconds), then the embedding-similarity detector and the
     learned injection classifier (one MiniLM embedding, ~3 ms, or none when the caller passes
-    the question's vector; a message of several sentences also embeds each of them).
+    the question's vector; a message of several sentences also embeds each of them; a message
+    the classifier doubts is read again by MPNet, ~0.1 s, when it is installed).
     `semantic=False` leaves both out; `embedder` shares the pipeline's model (else the
-    project's MiniLM is loaded once per process).
+    project's MiniLM is loaded once per process); `reader` is the classifier's second reader
+    ("installed": MPNet's when it is in the model dir; None: MiniLM decides alone).
 
     `pii="redact"`: personal and payment values written in the question (phone, e-mail,
     NRIC, card ...) no longer refuse it; the caller uses `redact(text)` as the question.
@@ -59,6 +62,7 @@ class InputGuard:
         semantic: bool = True,
         embedder: Embedder | None = None,
         pii: PiiMode = "block",
+        reader: SecondReader | Literal["installed"] | None = "installed",
     ) -> None:
         if max_chars < 1:
             raise ValueError("max_chars must be >= 1")
@@ -69,7 +73,7 @@ class InputGuard:
         self.pii = pii
         self.semantic: SemanticDetector | None = None
         if semantic:
-            self.semantic = detector_for(embedder or default_embedder())
+            self.semantic = detector_for(embedder or default_embedder(), reader)
         skip = REDACTABLE if pii == "redact" else frozenset()
         self._validators = [v for v in INPUT_VALIDATORS if v not in skip]
         self._detectors = [d for d in INPUT_DETECTORS if d not in skip]

@@ -11,6 +11,13 @@ questions) and 0.5% (customer questions). The held-out test split is only ever r
 A message longer than one sentence is also scored sentence by sentence (the maximum counts),
 so an instruction buried in a long benign paragraph is not averaged away.
 
+`injection_reader.npz` is its second reader: the same kind of model over all-mpnet-base-v2
+vectors (installed by `make llm`, shared with rerank's second opinion), fit on the same
+examples and folds. A message MiniLM scores at or above the reader's band (fitted too) is
+decided by MPNet; below the band it passes. Out of fold, English recall at the same caps goes
+from 0.79 (MiniLM alone) to 0.88; about 1 customer question in 200 reaches the band, so the
+guard's median cost does not move. Without MPNet, MiniLM decides alone at its own threshold.
+
 Inference is a dot product and a dictionary lookup per word (~0.05 ms with the caller's
 vector); a long message costs one batched embedding of its sentences.
 """
@@ -19,21 +26,27 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from guardrag.config.settings import Settings
 from guardrag.contract import RefusalReason
-from guardrag.core.embedder import Embedder
+from guardrag.core.embedder import Embedder, Encoder
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.normalize import Normalized
+from guardrag.core.mpnet import installed_mpnet
 
 INJECTION_MODEL = Path(__file__).with_name("injection_model.npz")
+INJECTION_READER = Path(__file__).with_name("injection_reader.npz")
+log = logging.getLogger("guardrag")
 
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\\n")
@@ -172,13 +185,60 @@ def model_from_weights(
 # --- the input guard's detector ----------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SecondReader:
+    """all-mpnet-base-v2 and a classifier over its vectors (`injection_reader.npz`): asked
+    about a message the MiniLM classifier scores at or above `band`, and then it decides.
+    MPNet reads injections better (out-of-fold English recall 0.79 -> 0.88 at the same
+    false-positive caps) but costs ~10x more per text, so it reads only what MiniLM doubts."""
+
+    encoder: Encoder
+    model: LinearModel
+
+    @property
+    def band(self) -> float:
+        return float(self.model.about["band"])
+
+    def best(self, texts: list[str]) -> tuple[float, str]:
+        """(highest probability, text scored) over the texts, embedded in one batch."""
+        vectors = self.encoder.embed(texts)
+        return max(
+            ((self.model.probability(v, t), t) for v, t in zip(vectors, texts, strict=True)),
+            key=lambda s: s[0],
+        )
+
+
+@lru_cache(maxsize=4)
+def reader_for(encoder: Encoder) -> SecondReader:
+    """One reader per encoder (the shipped weights are read once)."""
+    return SecondReader(encoder, LinearModel.load(INJECTION_READER))
+
+
+def installed_reader(settings: Settings | None = None) -> SecondReader | None:
+    """The second reader over the installed MPNet (the model dir of `settings`, else of the
+    environment's), or None when it is not installed: MiniLM then decides alone."""
+    encoder, problem = installed_mpnet(settings or Settings())
+    if encoder is None:
+        log.info("the injection classifier reads with MiniLM alone: %s", problem)
+        return None
+    return reader_for(encoder)
+
+
 class LearnedInjection:
     """PROMPT_INJECTION when the message, or one of its sentences, scores at or above the
-    fitted threshold."""
+    fitted threshold. With a second reader, a message MiniLM scores at or above the reader's
+    band is decided by the reader instead (one MPNet batch of the message and its sentences);
+    below the band it passes. A reader that fails leaves the decision to MiniLM's threshold."""
 
-    def __init__(self, embedder: Embedder, model: LinearModel | None = None) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        model: LinearModel | None = None,
+        reader: SecondReader | None = None,
+    ) -> None:
         self.embedder = embedder
         self.model = model or LinearModel.load(INJECTION_MODEL)
+        self.reader = reader
 
     def scores(self, text: str, vector: np.ndarray) -> list[tuple[float, str]]:
         """(probability, text scored) for the whole text, then each of its sentences."""
@@ -198,14 +258,37 @@ class LearnedInjection:
         if _ASKS_FOR_ADVICE.match(text):
             return None
         score, scored = max(self.scores(text, vector), key=lambda s: s[0])
+        if self.reader is not None and score >= self.reader.band:
+            try:
+                second, scored = self.reader.best([text, *sentences(text)])
+            except Exception as exc:  # a model that will not load or run: MiniLM decides
+                log.warning("injection second reader unavailable, MiniLM decides: %s", exc)
+            else:
+                threshold = self.reader.model.threshold
+                if second < threshold:
+                    return None
+                return _finding(
+                    second,
+                    threshold,
+                    f"MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it: "
+                    f"{second:.2f} >= {threshold:.2f}",
+                    scored,
+                    text,
+                )
+        elif self.reader is not None:
+            return None
         threshold = self.model.threshold
         if score < threshold:
             return None
-        where = "the message" if scored == text else f"the sentence {scored[:_EXCERPT]!r}"
-        return GuardFinding(
-            reason=RefusalReason.PROMPT_INJECTION,
-            rule="learned.injection",
-            score=round(score, 4),
-            threshold=round(threshold, 4),
-            detail=f"injection classifier {score:.2f} >= {threshold:.2f} on {where}",
-        )
+        return _finding(score, threshold, f"{score:.2f} >= {threshold:.2f}", scored, text)
+
+
+def _finding(score: float, threshold: float, why: str, scored: str, text: str) -> GuardFinding:
+    where = "the message" if scored == text else f"the sentence {scored[:_EXCERPT]!r}"
+    return GuardFinding(
+        reason=RefusalReason.PROMPT_INJECTION,
+        rule="learned.injection",
+        score=round(score, 4),
+        threshold=round(threshold, 4),
+        detail=f"injection classifier {why} on {where}",
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from guardrag.contract import RefusalReason
 from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.harmful import FICTION_CONTEXT
-from guardrag.core.guards.learned import LearnedInjection
+from guardrag.core.guards.learned import LearnedInjection, SecondReader, installed_reader
 from guardrag.core.guards.normalize import Normalized
 from guardrag.core.shipped_vectors import shipped
 
@@ -211,20 +212,25 @@ class SemanticDetector:
         )
 
 
-_detectors: list[tuple[Embedder, SemanticDetector]] = []
+_detectors: list[tuple[Embedder, SecondReader | None, SemanticDetector]] = []
 _detectors_lock = threading.Lock()
 _MAX_DETECTORS = 4
 
 
-def detector_for(embedder: Embedder) -> SemanticDetector:
-    """One detector per embedder (by identity) per process, so every InputGuard sharing the
-    pipeline's embedder shares its exemplar matrices."""
+def detector_for(
+    embedder: Embedder, reader: SecondReader | Literal["installed"] | None = "installed"
+) -> SemanticDetector:
+    """One detector per embedder and second reader (by identity) per process, so every
+    InputGuard sharing the pipeline's embedder shares its exemplar matrices. `reader`: the
+    injection classifier's second reader ("installed": MPNet's, when it is installed)."""
+    if reader == "installed":
+        reader = installed_reader()
     with _detectors_lock:
-        for known, detector in _detectors:
-            if known is embedder:
+        for known, known_reader, detector in _detectors:
+            if known is embedder and known_reader is reader:
                 return detector
-        detector = SemanticDetector(embedder, learned=LearnedInjection(embedder))
-        _detectors.append((embedder, detector))
+        detector = SemanticDetector(embedder, learned=LearnedInjection(embedder, reader=reader))
+        _detectors.append((embedder, reader, detector))
         del _detectors[:-_MAX_DETECTORS]
         return detector
 
