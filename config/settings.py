@@ -132,7 +132,8 @@ class Settings(BaseSettings):
     second_opinion: bool = Field(
         True,
         description="Let rerank ask all-mpnet-base-v2 (installed by make llm, in the model dir) "
-        "about unsure FAQ rankings; off frees its 0.4 GB and keeps every decision MiniLM's.",
+        "about unsure FAQ rankings; off keeps every ranking decision MiniLM's (the input guard "
+        "still asks it about messages its injection classifier doubts).",
     )
     rerank_url: str | None = Field(
         None,
