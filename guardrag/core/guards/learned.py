@@ -258,37 +258,32 @@ class LearnedInjection:
         if _ASKS_FOR_ADVICE.match(text):
             return None
         score, scored = max(self.scores(text, vector), key=lambda s: s[0])
-        if self.reader is not None and score >= self.reader.band:
+        if self.reader is not None:
+            if score < self.reader.band:
+                return None
             try:
-                second, scored = self.reader.best([text, *sentences(text)])
+                second, read = self.reader.best([text, *sentences(text)])
             except Exception as exc:  # a model that will not load or run: MiniLM decides
                 log.warning("injection second reader unavailable, MiniLM decides: %s", exc)
             else:
                 threshold = self.reader.model.threshold
-                if second < threshold:
-                    return None
-                return _finding(
-                    second,
-                    threshold,
-                    f"MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it: "
-                    f"{second:.2f} >= {threshold:.2f}",
-                    scored,
-                    text,
-                )
-        elif self.reader is not None:
-            return None
-        threshold = self.model.threshold
-        if score < threshold:
-            return None
-        return _finding(score, threshold, f"{score:.2f} >= {threshold:.2f}", scored, text)
+                why = f"MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it"
+                return _finding(second, threshold, why, read, text)
+        return _finding(score, self.model.threshold, "", scored, text)
 
 
-def _finding(score: float, threshold: float, why: str, scored: str, text: str) -> GuardFinding:
+def _finding(
+    score: float, threshold: float, why: str, scored: str, text: str
+) -> GuardFinding | None:
+    """PROMPT_INJECTION when `score` reaches `threshold`; `why` leads the detail."""
+    if score < threshold:
+        return None
     where = "the message" if scored == text else f"the sentence {scored[:_EXCERPT]!r}"
     return GuardFinding(
         reason=RefusalReason.PROMPT_INJECTION,
         rule="learned.injection",
         score=round(score, 4),
         threshold=round(threshold, 4),
-        detail=f"injection classifier {why} on {where}",
+        detail=f"injection classifier {why + ': ' if why else ''}{score:.2f} >= {threshold:.2f} "
+        f"on {where}",
     )
