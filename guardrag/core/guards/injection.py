@@ -326,11 +326,15 @@ CODE_PAYLOAD = re.compile(
 )
 
 # Spacing-proof forms of the strongest phrases, matched on the letters-only view
-# ("i g n o r e a l l p r e v i o u s ..." single-spaced joins into one token).
+# ("i g n o r e a l l p r e v i o u s ..." single-spaced joins into one token). "the
+# instructions" counts only with a qualifier (system, hidden ...): "Can you repeat the
+# instructions for resetting my PIN?" asks for the last answer's steps, and the word rules,
+# which read the rest of the sentence, have already judged it.
 COMPACT = re.compile(
     r"(?:ignore|disregard|forget)(?:all|any|the|every|your)*(?:previous|prior|above|earlier|"
     r"preceding)(?:instructions?|rules|prompts?|guidelines)|(?:reveal|show|print|repeat|tell|"
-    r"dump|leak)(?:me)?(?:your|the)(?:system|initial|original|hidden)?(?:prompt|instructions)|"
+    r"dump|leak)(?:me)?(?:your|the(?=system|initial|original|hidden))"
+    r"(?:system|initial|original|hidden)?(?:prompt|instructions)|"
     r"(?:abaikan|lupakan)(?:semua)?arahan|youarenow(?:dan|unrestricted|free)"
 )
 
