@@ -70,11 +70,10 @@ class SecondOpinion:
 
     def similarities(self, question: str, titles: Sequence[str]) -> list[float]:
         """Cosine of the question to each title."""
-        encoder = self._encoder  # a model that will not load raises RuntimeError
         with self._lock:
             known = {t: self._titles[t] for t in titles if t in self._titles}
         missing = list(dict.fromkeys(t for t in titles if t not in known))
-        vectors = encoder.embed([question, *missing])
+        vectors = self._encoder.embed([question, *missing])  # a broken model raises RuntimeError
         known.update(zip(missing, vectors[1:], strict=True))
         with self._lock:
             for title in titles:

@@ -39,7 +39,7 @@ class InputGuard:
     Order: the regex rules (microseconds), then the embedding-similarity detector and the
     learned injection classifier (one MiniLM embedding, ~3 ms, or none when the caller passes
     the question's vector; a message of several sentences also embeds each of them; a message
-    the classifier doubts is read again by MPNet, ~0.1 s, when it is installed).
+    the classifier doubts is read again by MPNet, ~75 ms, when it is installed).
     `semantic=False` leaves both out; `embedder` shares the pipeline's model (else the
     project's MiniLM is loaded once per process); `reader` is the classifier's second reader
     ("installed": MPNet's when it is in the model dir; None: MiniLM decides alone).

@@ -223,7 +223,7 @@ def detector_for(
     """One detector per embedder and second reader (by identity) per process, so every
     InputGuard sharing the pipeline's embedder shares its exemplar matrices. `reader`: the
     injection classifier's second reader ("installed": MPNet's, when it is installed)."""
-    if reader == "installed":
+    if isinstance(reader, str):  # "installed"
         reader = installed_reader()
     with _detectors_lock:
         for known, known_reader, detector in _detectors:
