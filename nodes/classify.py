@@ -9,23 +9,16 @@ and greeting exemplars, and names of other companies that the KB never mentions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from langchain_core.runnables import RunnableConfig
 
-from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
-from guardrag.core.classify import DomainVerdict
-from guardrag.core.kb.stats import KBStats
 from guardrag.core.store import IndexUnavailable
 from guardrag.graph.state import PipelineState
-from guardrag.nodes.common import NodeRuntime, can_rephrase, decide, knobs, refuse_with
+from guardrag.nodes.common import NodeRuntime, can_rephrase, decide, gate, knobs, refuse_with
 
 NODE = "classify"
-#: Entries the probe reads (nearest by question vector, each with its answer's cosine too).
-PROBE_HITS = 10
 #: Refusals on similarity alone, which a rephrased question may overturn (greetings and other
 #: companies' names are no matter of wording).
 SOFT_RULES = frozenset({"kb_similarity", "closer_to_off_topic"})
@@ -60,27 +53,3 @@ def classify(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         return {**update, "trail": [decision]}
     decision = decide(NODE, "block", reason, verdict.score, verdict.threshold, **verdict.detail)
     return refuse_with(RefusalReason.OUT_OF_DOMAIN, decision, **update)
-
-
-def gate(
-    runtime: NodeRuntime,
-    run: RunConfig,
-    kb: str,
-    question: str,
-    vector: Sequence[float],
-    stats: KBStats,
-) -> tuple[DomainVerdict, float]:
-    """The domain verdict on a question and its best cosine to the KB (question or answer)."""
-    services = runtime.context
-    probe = services.store.search(kb, list(vector), None, limit=PROBE_HITS)
-    kb_best = max((max(h.dense, h.content or 0.0) for h in probe), default=0.0)
-    verdict = services.domain.classify(
-        question,
-        np.asarray(vector, dtype=np.float32),
-        kb_best,
-        stats.vocabulary,
-        min_similarity=run.domain_min_similarity,
-        margin=run.domain_margin,
-        greeting_similarity=run.greeting_min_similarity,
-    )
-    return verdict, kb_best

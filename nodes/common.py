@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage
@@ -11,13 +13,18 @@ from langgraph.runtime import Runtime
 from guardrag.config.pricing import estimate_cost
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Usage, Verdict
+from guardrag.core.classify import DomainVerdict, domain_gate
 from guardrag.core.kb.calibration import Calibration
+from guardrag.core.kb.stats import KBStats
+from guardrag.core.screening import EmbeddingFailed, Screened
 from guardrag.graph.context import Services
+from guardrag.graph.state import PipelineState
 
 if TYPE_CHECKING:
     from guardrag.core.guards.finding import GuardFinding
 
 NodeRuntime = Runtime[Services]
+log = logging.getLogger("guardrag.nodes")
 #: Completion cap of a model call that rewrites a question (contextualize, rephrase): a question
 #: is one line (~50 tokens at most); the cap bounds a model that starts answering instead.
 QUESTION_MAX_TOKENS = 64
@@ -88,6 +95,13 @@ def faq_threshold(run: RunConfig, runtime: NodeRuntime, kb: str) -> tuple[float,
     return DEFAULT_FAQ_ANSWER_THRESHOLD, "default"
 
 
+def probe(state: PipelineState) -> tuple[str, list[float]]:
+    """What retrieval and rerank look for: the question, or its rephrasing once there is one."""
+    if state.get("rephrased"):
+        return state["rephrased"], state["rephrased_vector"]
+    return state["question"], state["query_vector"]
+
+
 def can_rephrase(run: RunConfig, runtime: NodeRuntime) -> bool:
     """Whether an unsure question may be asked again in the model's words (`rephrase`)."""
     return run.rephrase_unsure and run.use_llm and runtime.context.chat_model is not None
@@ -102,4 +116,53 @@ def reply_usage(reply: Any, model: str) -> Usage:
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         estimated_cost_usd=estimate_cost(model, prompt_tokens, completion_tokens),
+    )
+
+
+def embedding_failed(node: str, failed: EmbeddingFailed) -> dict[str, Any]:
+    """The refusal when the embedding model failed: kind "error", the cause in the trail and
+    one log line (the exception's text, never the question: it may carry personal data)."""
+    cause = failed.__cause__
+    name = type(cause).__name__
+    log.error("%s: embedding model failed (%s: %s); question refused", node, name, cause)
+    decision = decide(node, "error", f"embedder failed: {name}", error=str(cause)[:300])
+    return refuse_with(RefusalReason.MODEL_UNAVAILABLE, decision)
+
+
+def screened_update(node: str, screened: Screened, asked: str, **detail: Any) -> dict[str, Any]:
+    """The update of a screening: the guard's refusal, or the question (masked in redact
+    mode) and its vector for the stages after."""
+    if screened.finding is not None:
+        return guard_refusal(node, screened.finding, **detail)
+    assert screened.vector is not None  # the guard refuses what it could not embed
+    update: dict[str, Any] = {"query_vector": screened.vector.tolist()}
+    if screened.redacted:
+        update["question"] = screened.question
+        update["trail"] = [decide(node, "pass", "personal data redacted", pii_mode="redact")]
+    else:
+        update["trail"] = [decide(node, "pass", "no guard fired")]
+    return update
+
+
+def gate(
+    runtime: NodeRuntime,
+    run: RunConfig,
+    kb: str,
+    question: str,
+    vector: Sequence[float],
+    stats: KBStats,
+) -> tuple[DomainVerdict, float]:
+    """The domain gate (core/classify.py) at the run's thresholds: classify asks it about the
+    customer's question, rephrase about the model's rewrite."""
+    services = runtime.context
+    return domain_gate(
+        services.store,
+        services.domain,
+        kb,
+        question,
+        vector,
+        stats.vocabulary,
+        min_similarity=run.domain_min_similarity,
+        margin=run.domain_margin,
+        greeting_similarity=run.greeting_min_similarity,
     )

@@ -20,11 +20,21 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
 from guardrag.contract import Usage
+from guardrag.core.screening import EmbeddingFailed, screen_follow_up
 from guardrag.graph.state import PipelineState, Turn
-from guardrag.nodes.common import QUESTION_MAX_TOKENS, NodeRuntime, decide, reply_usage
-from guardrag.nodes.moderate_input import screen_follow_up
+from guardrag.nodes.common import (
+    QUESTION_MAX_TOKENS,
+    NodeRuntime,
+    decide,
+    embedding_failed,
+    knobs,
+    reply_usage,
+    screened_update,
+)
 
 NODE = "contextualize"
+#: The stage a rewrite's screening is recorded under: the input guard's own.
+SCREEN = "moderate_input"
 log = logging.getLogger("guardrag.nodes")
 
 #: Words and openings that make a message depend on what was said before.
@@ -61,7 +71,7 @@ def contextualize(
     if standalone == question:  # already screened by moderate_input
         kept = decide(NODE, "pass", "the model kept the question: it stands alone")
         return {"usage": usage, "trail": [kept]}
-    screened = screen_follow_up(state, standalone, config, runtime)
+    screened = _screen(state, standalone, config, runtime)
     rewrote = decide(
         NODE, "pass", f"follow-up rewritten ({method})", standalone=standalone, asked=question
     )
@@ -74,6 +84,28 @@ def contextualize(
         "follow_up": question if method == PREPENDED else "",
         "trail": [rewrote],
     }
+
+
+def _screen(
+    state: PipelineState, standalone: str, config: RunnableConfig, runtime: NodeRuntime
+) -> dict[str, Any]:
+    """The input guard's update for the rewritten follow-up (as moderate_input's, in its
+    name): the customer's message with the previous question, then the standalone one."""
+    services, history = runtime.context, state.get("history") or []
+    previous = history[-1]["question"] if history else None
+    try:
+        screened, whole = screen_follow_up(
+            services.input_guard,
+            services.embedder,
+            state["question"],
+            previous,
+            standalone,
+            knobs(config).max_input_chars,
+        )
+    except EmbeddingFailed as failed:
+        return embedding_failed(SCREEN, failed)
+    detail = {"screened": "the follow-up with the previous question"} if whole else {}
+    return screened_update(SCREEN, screened, standalone, **detail)
 
 
 def _rewrite(

@@ -29,18 +29,20 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
 from guardrag.contract import Decision, RefusalReason, Usage
+from guardrag.core.screening import EmbeddingFailed, screen
 from guardrag.core.text import normalise
 from guardrag.graph.state import PipelineState
-from guardrag.nodes.classify import gate
 from guardrag.nodes.common import (
     QUESTION_MAX_TOKENS,
     NodeRuntime,
     decide,
+    embedding_failed,
+    gate,
     knobs,
     refuse_with,
     reply_usage,
+    screened_update,
 )
-from guardrag.nodes.moderate_input import moderate_input
 
 NODE = "rephrase"
 #: Longer replies are an answer or an essay, not a question.
@@ -71,7 +73,7 @@ def _probe(
     asked_by = state["trail"][-1].node  # classify (the domain gate) or rerank (unsure)
     if problem:
         return _stands(state, asked_by, problem)
-    screened = moderate_input({**state, "question": rewrite}, config, runtime)
+    screened = _screen(rewrite, config, runtime)
     said = decide(NODE, "pass", "asked again in plain words", rephrased=rewrite, asked_by=asked_by)
     if screened.get("refusal") is not None:  # the rewrite must pass the guards too
         tripped = screened["trail"][-1]
@@ -114,6 +116,18 @@ def _probe(
         "rephrased_vector": vector,
         "trail": [said],
     }
+
+
+def _screen(rewrite: str, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    """The input guard's update for the rewrite, in moderate_input's name (the guard's stage)."""
+    services = runtime.context
+    try:
+        found = screen(
+            services.input_guard, services.embedder, rewrite, knobs(config).max_input_chars
+        )
+    except EmbeddingFailed as failed:
+        return embedding_failed("moderate_input", failed)
+    return screened_update("moderate_input", found, rewrite)
 
 
 def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tuple[str, str, Usage]:

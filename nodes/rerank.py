@@ -56,9 +56,9 @@ from guardrag.nodes.common import (
     decide,
     faq_threshold,
     knobs,
+    probe,
     refuse_with,
 )
-from guardrag.nodes.retrieve import probe
 
 NODE = "rerank"
 _FALLBACK = FusedReranker()

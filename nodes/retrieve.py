@@ -21,7 +21,7 @@ from guardrag.core.guards.passages import servable
 from guardrag.core.store import IndexUnavailable, bm25
 from guardrag.core.text import question_parts
 from guardrag.graph.state import Candidate, PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import NodeRuntime, decide, knobs, probe, refuse_with
 
 NODE = "retrieve"
 log = logging.getLogger("guardrag.nodes")
@@ -75,10 +75,3 @@ def _search(
             "retrieve: dropped KB entries carrying instructions for the model: %s", poisoned
         )
     return [Candidate.of(h, score=h.fused) for h in hits], poisoned
-
-
-def probe(state: PipelineState) -> tuple[str, list[float]]:
-    """What retrieval and rerank look for: the question, or its rephrasing once there is one."""
-    if state.get("rephrased"):
-        return state["rephrased"], state["rephrased_vector"]
-    return state["question"], state["query_vector"]

@@ -164,6 +164,22 @@ def synthetic_faq(count: int, seed: int = 7, sample: Path = SAMPLE_FAQ) -> list[
     ]
 
 
+def synthetic_documents(folder: Path, sections: int = 160, seed: int = 5) -> list[Path]:
+    """Markdown files of `sections` sections under headings two levels deep, each three
+    FAQ-sized paragraphs (~100-150 words: one or two chunks)."""
+    rows = synthetic_faq(sections * 4, seed)
+    files = []
+    for number in range(8):
+        lines = [f"# Handbook {number}", ""]
+        for section in range(number, sections, 8):
+            lines += [f"## Part {section // 40}", f"### {rows[4 * section]['question']}", ""]
+            lines += [rows[4 * section + k]["answer"] + "\n" for k in range(1, 4)]
+        path = folder / f"handbook_{number}.md"
+        path.write_text("\n".join(lines), encoding="utf-8")
+        files.append(path)
+    return files
+
+
 def write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path

@@ -1,5 +1,5 @@
 """A newcomer's first `make run`, timed: from a fresh clone with empty caches to the demo's first
-generated answer with citations (issue #14: <= 6 minutes on 2 cores).
+generated answer with citations (the budget and the figures: docs/BENCHMARKS.md).
 
     python scripts/bench_first_run.py                 # clone HEAD into a temp dir, time, clean up
     python scripts/bench_first_run.py --keep          # keep the clone (its venv, data, log)

@@ -40,6 +40,7 @@ from _bench import (
     machine,
     peak_rss_mb,
     ratio,
+    synthetic_documents,
     synthetic_faq,
     write_jsonl,
 )
@@ -100,8 +101,6 @@ DOCUMENTS = ("handbook", "insurance")
 def sources(label: str, size: int, folder: Path) -> list[Path]:
     """The files one run ingests: the sample KB, `size` synthetic rows, or Markdown documents."""
     if label == "handbook":
-        from bench_startup import synthetic_documents  # lazy: only --documents needs it
-
         return synthetic_documents(folder)
     if label == "insurance":
         return sorted(INSURANCE_DOCS.glob("*.md"))

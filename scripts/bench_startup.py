@@ -1,4 +1,4 @@
-"""Where users wait (issue #17): start-up, whole commands, ingest, documents, the store, the FAQ route.
+"""Where users wait: start-up, whole commands, ingest, documents, the store, the FAQ route.
 
     python scripts/bench_startup.py [--rounds 5] [--heavy-rounds 1] [--baseline DIR]
         [--store-dir DIR] [--only help ask ...]
@@ -49,7 +49,7 @@ from _bench import (
     cpu_seconds,
     load_average,
     percentile,
-    synthetic_faq,
+    synthetic_documents,
 )
 
 KB = "kinetic"
@@ -108,22 +108,6 @@ def child(tree: Path, name: str, extra: dict[str, str]) -> dict[str, float]:
     if done.returncode != 0:
         raise RuntimeError(f"{name} failed: {done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
-
-
-def synthetic_documents(folder: Path, sections: int = 160, seed: int = 5) -> list[Path]:
-    """Markdown files of `sections` sections under headings two levels deep, each three
-    FAQ-sized paragraphs (~100-150 words: one or two chunks)."""
-    rows = synthetic_faq(sections * 4, seed)
-    files = []
-    for number in range(8):
-        lines = [f"# Handbook {number}", ""]
-        for section in range(number, sections, 8):
-            lines += [f"## Part {section // 40}", f"### {rows[4 * section]['question']}", ""]
-            lines += [rows[4 * section + k]["answer"] + "\n" for k in range(1, 4)]
-        path = folder / f"handbook_{number}.md"
-        path.write_text("\n".join(lines), encoding="utf-8")
-        files.append(path)
-    return files
 
 
 def measure_in_child(name: str, extra: dict[str, str]) -> dict[str, float]:

@@ -1,5 +1,5 @@
 """Would a stronger embedder rank FAQ entries better? all-MiniLM-L6-v2 (ours) against
-all-mpnet-base-v2, the one stronger sentence embedder found on PyPI (issue #13: the research
+all-mpnet-base-v2, the one stronger sentence embedder found on PyPI (the research
 behind rerank's second opinion).
 
     python scripts/compare_embedders.py                      # recall@1, every set found

@@ -1,4 +1,4 @@
-"""The int8-compute embedding experiment of issue #17: build the model, run guardrag with it.
+"""The int8-compute embedding experiment: build the model, run guardrag with it.
 
     python scripts/quantize_embedder.py build OUT.onnx [--per-tensor]
     python scripts/quantize_embedder.py run MODEL.onnx -- eval GOLDEN.jsonl --kb NAME ...

@@ -39,7 +39,7 @@ def main() -> int:
             return 0
     with tempfile.TemporaryDirectory() as data_dir:
         os.environ["GUARDRAG_DATA_DIR"] = data_dir
-        from guardrag.faces.cli.main import app
+        from guardrag.faces.cli.main import app  # lazy: the data dir is set first
 
         command = ["eval", str(args.golden), "--kb", args.kb, "--ingest", str(args.kb_file)]
         command += ["--lang", args.lang or "all", "--description", args.description, *rest]

@@ -25,13 +25,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from guardrag.config.settings import Settings
-from guardrag.contract import Result
+from guardrag.contract import RefusalReason, Result
 from guardrag.core.embedder import EmbedderUnavailable, OnnxEmbedder
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store import VectorStore
 from guardrag.core.store.edge import POINTER, SHARDS, EdgeStore
 from guardrag.faces.service import Guardrag, build_services
-from guardrag.nodes.moderate_input import EMBEDDER_DOWN
 from tests.conftest import KB, REPO, SAMPLE_FAQ
 from tests.fakes import ScriptedChatModel
 from tests.openai_stub import FAULTS, Fault, OpenAIStub
@@ -175,7 +174,7 @@ def test_embedder_failing_at_call_time_is_a_typed_refusal_then_recovers(
     question = "my card 4111 1111 1111 1111 " + FAQ_QUESTION  # personal data: never logged
     with caplog.at_level(logging.ERROR, logger="guardrag"):
         result, elapsed = timed_ask(bot, question)
-    assert refusal_of(result) == EMBEDDER_DOWN.value
+    assert refusal_of(result) == RefusalReason.MODEL_UNAVAILABLE.value
     assert result.refusal is not None and result.refusal.kind == "error"
     assert result.refusal.stage == "moderate_input" and result.refusal.message
     [decision] = [d for d in result.trail if d.node == "moderate_input"]

@@ -9,8 +9,9 @@ about the KB whatever the text they quote is about. No per-KB hand-written rules
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from guardrag.config.exemplars.domain import (
 from guardrag.core.embedder import Embedder
 from guardrag.core.kb.stats import joined_words
 from guardrag.core.shipped_vectors import shipped
+
+if TYPE_CHECKING:
+    from guardrag.core.store import VectorStore
 
 _TEXT_TASK = re.compile(
     r"^\W*(?:(?:please|pls|kindly|tolong|boleh|can|could|would|will|you|anda|awak)\W+)*"
@@ -97,3 +101,29 @@ class DomainClassifier:
                 "out_of_domain", "closer_to_off_topic", kb_best - off_topic, margin, scores
             )
         return DomainVerdict("in_domain", "kb_similarity", kb_best, min_similarity, scores)
+
+
+#: Entries the domain gate's probe reads (nearest by question vector, each with its answer's
+#: cosine too).
+PROBE_HITS = 10
+
+
+def domain_gate(
+    store: VectorStore,
+    domain: DomainClassifier,
+    kb: str,
+    question: str,
+    vector: Sequence[float],
+    vocabulary: frozenset[str],
+    **thresholds: float,
+) -> tuple[DomainVerdict, float]:
+    """The domain verdict on a question and its best cosine to the KB (to an entry's question
+    or its answer: a short question about a detail of an answer is as much in domain as a
+    paraphrase of an entry's question). `thresholds`: classify's min_similarity, margin and
+    greeting_similarity."""
+    probe = store.search(kb, list(vector), None, limit=PROBE_HITS)
+    kb_best = max((max(h.dense, h.content or 0.0) for h in probe), default=0.0)
+    verdict = domain.classify(
+        question, np.asarray(vector, dtype=np.float32), kb_best, vocabulary, **thresholds
+    )
+    return verdict, kb_best

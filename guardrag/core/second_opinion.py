@@ -1,8 +1,7 @@
 """A second, stronger embedder's view of a ranking rerank is unsure about.
 
-MiniLM (the product's embedder) puts a gold entry first for 58% of a held-out FAQ's real
-queries; all-mpnet-base-v2 for 69%, but costs ~10x more per text (docs/RESULTS.md, issue 13).
-So it is asked only where MiniLM's first place is unsure, and only about the candidates
+MiniLM (the product's embedder) puts a gold entry first less often than all-mpnet-base-v2,
+which costs several times more per text (figures: docs/RESULTS.md). So it is asked only where MiniLM's first place is unsure, and only about the candidates
 already retrieved: the question and their FAQ questions (titles) are embedded by MPNet, and
 the product's fused formula is applied again with MPNet's title cosine in place of MiniLM's
 (answer cosine and word coverage as before: embedding whole answers would cost 10x more and

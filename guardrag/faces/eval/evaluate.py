@@ -104,7 +104,7 @@ def judge(case: Case, result: Result) -> tuple[bool, str]:
 
 
 def is_gold(gold: Iterable[str], source_id: str) -> bool:
-    """Is `source_id` one of the gold sources? A chunk `doc#3` counts for the document `doc`."""
+    """Is `source_id` one of the gold sources? A chunk `doc#<n>` counts for the document `doc`."""
     return any(source_id == g or source_id.startswith(f"{g}#") for g in gold)
 
 
