@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,3 +247,15 @@ def test_docstrings_carry_no_history() -> None:
                 doc = ast.get_docstring(node) or ""
                 found += [f"{module}: {m.group()}" for m in HISTORY.finditer(doc)]
     assert not found, "\n".join(found)
+
+
+def test_the_public_entry_point_is_the_package() -> None:
+    """`from guardrag import Guardrag` works, and `import guardrag` alone loads no pipeline."""
+    code = (
+        "import sys, guardrag; "
+        "assert 'guardrag.faces.service' not in sys.modules, 'import guardrag loaded the pipeline'; "
+        "from guardrag import Guardrag; from guardrag.faces.service import Guardrag as G; "
+        "assert Guardrag is G"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
