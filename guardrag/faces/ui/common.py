@@ -96,7 +96,7 @@ def format_result(result: Result, max_bytes: int | None = None) -> str:
     parts = [escape_text(text)]
     links = []
     for number, citation in enumerate(result.citations, start=1):
-        title = escape_text(citation.title or citation.source_id)
+        title = escape_text(citation.label or citation.title or citation.source_id)
         url = safe_url(citation.url)
         label = f"\\[{number}\\] {title}"
         links.append(f"[{label}]({url})" if url else label)
