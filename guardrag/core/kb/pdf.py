@@ -139,6 +139,7 @@ def _visible(
         char = text[index]
         if char.isspace():
             kept.append(" ")
+            gone.append(" ")
             continue
         points = raw.FPDFText_GetFontSize(textpage, index)
         raw.FPDFText_GetFillColor(textpage, index, r, g, b, a)
@@ -157,7 +158,7 @@ def _visible(
             continue
         largest = max(largest, points)
         kept.append(char)
-    if gone:
+    if "".join(gone).strip():
         hidden.append("".join(gone))
     return "".join(kept), largest
 
