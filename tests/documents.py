@@ -50,24 +50,32 @@ def make_pdf(path: Path, pages: list[list[Line]]) -> Path:
     return path
 
 
+#: Wordings the long report rotates through, so no line but its headings repeats on every page.
+_UNITS = ("unit", "branch", "division", "office")
+_MEASURES = ("revenue", "sales", "income", "turnover")
+_CAUSES = ("new staff", "larger premises", "higher rates", "more travel")
+
+
 def long_pdf(path: Path, pages: int = 300) -> Path:
     """A report of `pages` pages whose sections all repeat the same headings ("Overview",
     "Results"), with numbered paragraphs and bullet lists, like a long filing."""
     body: list[list[Line]] = [[Line("Annual report of the example group", 24)]]
     for number in range(2, pages + 1):
         part = (number - 1) // 10 + 1
-        lines = [Line(f"Part {part} unit {number}", 18)] if number % 10 == 1 else []
+        unit, measure = _UNITS[number % 4], _MEASURES[(number // 4) % 4]
+        cause = _CAUSES[(number // 16) % 4]
+        lines = [Line(f"Part {part}: the {unit}s", 18)] if number % 10 == 1 else []
         lines += [
             Line("Overview", 14),
-            Line(f"{part}.{number}.1 The unit reported revenue of {number * 7} million in"),
-            Line(f"the year, against {number * 5} million the year before. Costs rose by"),
-            Line(f"{number % 13} percent because of new staff and larger premises."),
+            Line(f"{part}.{number}.1 The {unit} reported {measure} of {number * 7} million in"),
+            Line(f"the year, against {number * 5} million the year before. Costs of the {unit}"),
+            Line(f"rose by {number % 13} percent because of {cause}."),
             Line("Results", 14),
-            Line(f"{part}.{number}.2 The unit met its targets if it kept all of these:"),
-            Line(f"• a margin above {number % 9 + 3} percent"),
-            Line(f"• fewer than {number % 17 + 2} open complaints at the end of each quarter"),
-            Line("• an audit without findings. Reviews happen twice a year and the"),
-            Line("board reads every finding before the next meeting."),
+            Line(f"{part}.{number}.2 The {unit} met its targets if it kept all of these:"),
+            Line(f"• a {measure} margin above {number % 9 + 3} percent"),
+            Line(f"• fewer than {number % 17 + 2} open complaints about the {unit}"),
+            Line(f"• an audit of the {unit} without findings. Reviews of {measure} happen"),
+            Line(f"twice a year and the board of the {unit} reads every finding."),
         ]
         body.append(lines)
     return make_pdf(path, body)

@@ -164,14 +164,25 @@ def _visible(
 
 
 def _without_running_lines(lines: list[_Line], pages: int) -> list[_Line]:
-    """Lines minus running headers/footers (recurring on many pages) and contents leaders."""
+    """Lines minus running headers/footers (body-size or smaller lines at the top or bottom
+    of many pages: a heading that repeats is kept) and contents leaders."""
     if pages >= 3:
         per_page: dict[str, set[int]] = {}
-        for line in (ln for ln in lines if ln.edge):
+        headings = _heading_levels(lines)
+        edges = (ln for ln in lines if ln.edge and round(ln.size, 1) not in headings)
+        for line in edges:
             per_page.setdefault(_DIGITS.sub("#", line.text), set()).add(line.page)
         seen = Counter({key: len(found) for key, found in per_page.items()})
         running = {key for key, count in seen.items() if count >= max(3, _RUNNING_SHARE * pages)}
-        lines = [ln for ln in lines if not (ln.edge and _DIGITS.sub("#", ln.text) in running)]
+        lines = [
+            ln
+            for ln in lines
+            if not (
+                ln.edge
+                and round(ln.size, 1) not in headings
+                and _DIGITS.sub("#", ln.text) in running
+            )
+        ]
     return [ln for ln in lines if not _LEADER.search(ln.text)]
 
 
