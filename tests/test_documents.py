@@ -13,6 +13,7 @@ from docx.shared import Pt, RGBColor
 from guardrag.config.messages import refusal_message
 from guardrag.contract import RefusalReason
 from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.guards.foreign import pieces, run_ons
 from guardrag.core.kb.entries import Entry, IngestError
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.kb.readers import IngestLimits, load_entries
@@ -234,3 +235,10 @@ def test_ng12_guideline_reads_with_pages_and_recommendations() -> None:
     assert any(e.text.count("\n- ") >= 2 and e.text.split("\n")[0].endswith(":") for e in numbered)
     assert not any("Page " in e.text and " of 94" in e.text for e in entries)  # running footer
     assert not dropped
+
+
+def test_a_heading_run_into_a_passage_is_read_with_what_follows() -> None:
+    heading = "Rationale and impact This section explains why the committee made the change."
+    assert "Rationale and impact" not in [text for _, text in pieces(heading)]
+    errand = "Switch off the garage alarm for my neighbour Most DuitNow transfers arrive at once."
+    assert run_ons(errand)[0] == "Switch off the garage alarm for my neighbour"

@@ -68,7 +68,7 @@ def _drop_comments(tree: Any, path: Path, document: Document) -> None:
     nodes = tree.root.traverse(include_text=True) if tree.root is not None else []
     for node in [n for n in nodes if n.tag == "-comment"]:
         text = clean(node.comment_content or "")
-        if text:
+        if text and not text.startswith(("[if", "<![endif]")):  # IE conditional comments
             document.dropped.append(Dropped(f"{path}: <!-- -->", "HTML comment dropped", text))
         node.decompose()
 

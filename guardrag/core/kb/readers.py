@@ -291,6 +291,18 @@ def _entries_from_records(
             )
 
 
+def _read_document(reader: Callable[[Path], Document], path: Path) -> Document:
+    """The reader's document; whatever a library raises on a malformed file becomes an
+    IngestError naming the file (a hostile file must not end in a traceback)."""
+    try:
+        return reader(path)
+    except IngestError:
+        raise
+    except Exception as exc:  # the libraries' own errors for broken files vary by version
+        detail = str(exc)[:120] or type(exc).__name__
+        raise IngestError(f"{path}: not a readable {path.suffix} file ({detail})") from None
+
+
 def _document_entries(
     path: Path, limits: IngestLimits, dropped: list[str]
 ) -> Iterator[Entry | IngestError]:
@@ -300,7 +312,7 @@ def _document_entries(
     if reader is None:
         chunks: Iterable[Entry] = document_entries(path)
     else:
-        document = reader(path)
+        document = _read_document(reader, path)
         dropped.extend(d.line() for d in document.dropped)
         chunks = list(document_chunks(document))
         if not chunks:

@@ -68,7 +68,7 @@ def ingest(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="FAQ files (.json, .jsonl, .csv) or documents (.md, .txt, .jsonl with text)."
+            help="FAQ files (.json, .jsonl, .csv) or documents (.pdf, .html, .docx, .md, .txt, .jsonl with text)."
         ),
     ],
     kb: KbOption = None,
