@@ -283,6 +283,10 @@ def _entries_from_records(
                     location=where,
                     url=url,
                     category=category or _field(row, "topic", columns),
+                    doc_title=source or title,
+                    section=title if source else None,
+                    label=heading,
+                    preamble=False,
                 )
         else:
             missing = "answer" if question else "question" if answer else "question and answer"
