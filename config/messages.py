@@ -7,8 +7,8 @@ from guardrag.contract import RefusalReason as R
 REFUSAL_MESSAGES: dict[R, str] = {
     R.EMPTY_INPUT: "Please type a question.",
     R.INPUT_TOO_LONG: "That message is too long. Please ask one question in a few sentences.",
-    R.PROMPT_INJECTION: "I can only answer questions about our help-centre topics.",
-    R.JAILBREAK: "I can only answer questions about our help-centre topics.",
+    R.PROMPT_INJECTION: "I can only answer questions about {topics}.",
+    R.JAILBREAK: "I can only answer questions about {topics}.",
     R.HARMFUL_REQUEST: "I can't help with that request.",
     R.PII: "For your safety, please don't share personal details such as emails, phone numbers "
     "or ID numbers here, and I can't look up other people's information. Please ask again "
@@ -19,25 +19,49 @@ REFUSAL_MESSAGES: dict[R, str] = {
     "card details, consider contacting your bank.",
     R.PROFANITY: "Let's keep it polite. How can I help with your account?",
     R.OUT_OF_DOMAIN: "I can only help with questions about {kb_title}.",
-    R.NO_RELEVANT_DOCS: "I couldn't find an answer to that in our help centre.",
-    R.LOW_CONFIDENCE: "I'm not confident I have the right answer to that in our help centre.",
-    R.NOT_GROUNDED: "I couldn't find a reliable answer to that in our help centre.",
+    R.NO_RELEVANT_DOCS: "I couldn't find an answer to that in {source}.",
+    R.LOW_CONFIDENCE: "I'm not confident I have the right answer to that in {source}.",
+    R.NOT_GROUNDED: "I couldn't find a reliable answer to that in {source}.",
     R.UNSAFE_OUTPUT: "I couldn't produce a safe answer to that. Please rephrase your question.",
     R.LLM_UNAVAILABLE: "I can't compose an answer right now. Please try again later.",
-    R.INDEX_UNAVAILABLE: "The help centre is temporarily unavailable. Please try again later.",
-    R.MODEL_UNAVAILABLE: "The help centre is temporarily unavailable. Please try again later.",
+    R.INDEX_UNAVAILABLE: "{Source} is temporarily unavailable. Please try again later.",
+    R.MODEL_UNAVAILABLE: "{Source} is temporarily unavailable. Please try again later.",
 }
 
 #: A several-part question's part the KB has no answer to, after the parts it answers.
 UNCOVERED_PART = "I couldn't find an answer to “{part}” in our help centre."
-GREETING_MESSAGE = "Hello! Ask me anything about {kb_title} and I'll answer from our help centre."
+GREETING_MESSAGE = "Hello! Ask me anything about {kb_title} and I'll answer from {source}."
 FALLBACK_HINT = " You can browse all help articles at {url}."
+#: What the answers come from: an FAQ KB's help centre, or its documents.
+HELP_CENTRE = "our help centre"
+HELP_CENTRE_TOPICS = "our help-centre topics"
+THESE_DOCUMENTS = "these documents"
 
 
-def refusal_message(reason: R, kb_title: str, fallback_url: str | None, greeting: bool) -> str:
-    """The user-facing text for a refusal; not-found refusals point to the help centre."""
+def source_phrase(documents: list[str] | None) -> str:
+    """How refusals name a document KB: its one document's title, or "these documents"."""
+    if not documents:
+        return HELP_CENTRE
+    return f"“{documents[0]}”" if len(documents) == 1 else THESE_DOCUMENTS
+
+
+def refusal_message(
+    reason: R,
+    kb_title: str,
+    fallback_url: str | None,
+    greeting: bool,
+    documents: list[str] | None = None,
+) -> str:
+    """The user-facing text for a refusal; not-found refusals point to the help centre, or
+    for a KB of documents (`documents`: their titles) to the documents."""
     text = GREETING_MESSAGE if greeting else REFUSAL_MESSAGES[reason]
-    text = text.format(kb_title=kb_title)
+    source = source_phrase(documents)
+    text = text.format(
+        kb_title=kb_title,
+        source=source,
+        Source=f"Searching {source}" if documents else "The help centre",
+        topics=source if documents else HELP_CENTRE_TOPICS,
+    )
     if fallback_url and reason in (
         R.OUT_OF_DOMAIN,
         R.NO_RELEVANT_DOCS,

@@ -41,6 +41,7 @@ class Candidate(Hit):
             title=str(self.payload.get("title", "")),
             url=self.payload.get("url"),
             score=round(self.score, 4),
+            label=self.payload.get("label"),
         )
 
 

@@ -89,6 +89,8 @@ class Citation(BaseModel):
     title: str
     url: str | None = None
     score: float = 0.0
+    #: How a person cites a document passage: "NG12 p.16", "Privacy policy > Sharing".
+    label: str | None = None
 
 
 class Usage(BaseModel):

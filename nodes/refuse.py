@@ -7,8 +7,17 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.config.messages import refusal_message
+from guardrag.core.store import KBInfo
 from guardrag.graph.state import PipelineState, Turn
 from guardrag.nodes.common import NodeRuntime, decide
+
+
+def _documents(info: KBInfo | None) -> list[str] | None:
+    """A document KB's document titles (ingest records them), else None: an FAQ KB's refusals
+    speak of its help centre."""
+    if info is None or info.extra.get("kind") != "documents":
+        return None
+    return [str(t) for t in info.extra.get("documents", [])] or None
 
 
 def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
@@ -26,6 +35,7 @@ def refuse(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         title,
         info.fallback_url if info else None,
         state.get("domain") == "greeting",
+        _documents(info),
     )
     # A blocked message is not remembered: a thread's history feeds the follow-up rewrite.
     remembered = (

@@ -59,7 +59,10 @@ def test_huge_input_is_refused_before_any_work() -> None:
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.binary(max_size=600), st.sampled_from([".json", ".jsonl", ".csv", ".md", ".txt"]))
+@given(
+    st.binary(max_size=600),
+    st.sampled_from([".json", ".jsonl", ".csv", ".md", ".txt", ".pdf", ".html", ".docx"]),
+)
 def test_ingest_parsers_fail_cleanly_on_garbage(tmp_path: Path, data: bytes, suffix: str) -> None:
     path = tmp_path / f"garbage{suffix}"
     path.write_bytes(data)

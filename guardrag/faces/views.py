@@ -130,7 +130,9 @@ def citation_lines(result: Result) -> list[str]:
     URL is not http(s)); titles escaped so KB text cannot make links of its own."""
     lines = []
     for number, citation in enumerate(result.citations, start=1):
-        title = _MARKDOWN_SPECIAL.sub(r"\\\1", citation.title or citation.source_id)
+        title = _MARKDOWN_SPECIAL.sub(
+            r"\\\1", citation.label or citation.title or citation.source_id
+        )
         url = safe_url(citation.url)
         lines.append(f"[{number}] [{title}]({url})" if url else f"[{number}] {title}")
     return lines

@@ -77,6 +77,9 @@ _READER_OR_COMPANY = re.compile(
     r"\b(?:you|your|yours|yourself|we|us|our|ours|anda|awak|kami)\b", re.IGNORECASE
 )
 MIN_WORDS = 3
+#: A line of at most this many words, capitalised and without punctuation, is a heading.
+HEADING_WORDS = 8
+_PUNCTUATED = re.compile(r"[.!?:;,\"“”()]")
 #: Entries whose sentences `ForeignSentences.scan` embeds at once.
 SCAN_BATCH = 256
 
@@ -87,14 +90,24 @@ def split_sentences(text: str) -> list[str]:
     return [sentence for sentence, _ in _sentences(text)]
 
 
+def _heading(part: str) -> bool:
+    """A document's heading line inside a passage ("Rationale and impact"): a label for what
+    follows, read with it like a lead-in, never scored as a sentence of its own."""
+    words = part.split()
+    if len(words) > HEADING_WORDS or not part[:1].isupper() or _PUNCTUATED.search(part):
+        return False
+    # An errand run into the text ("Switch off the alarm for my neighbour") is no label.
+    return not _FIRST_PERSON.search(part) and REQUEST.match(part) is None
+
+
 def _sentences(text: str) -> list[tuple[str, str]]:
-    """(sentence, the item a lead-in introduces in it, or "")."""
+    """(sentence, the item a lead-in or a heading introduces in it, or "")."""
     parts = [_BULLET.sub("", p).strip() for p in _SPLIT.split(INVISIBLE.sub("", text))]
     parts = [p for p in parts if _LETTER.search(p)]  # not a list's bare "1." either
     found: list[tuple[str, str]] = []
     i = 0
     while i < len(parts):
-        if parts[i].endswith(":") and i + 1 < len(parts):
+        if (parts[i].endswith(":") or _heading(parts[i])) and i + 1 < len(parts):
             found.append((f"{parts[i]} {parts[i + 1]}", parts[i + 1]))
             i += 2
         else:
@@ -118,14 +131,15 @@ def pieces(text: str) -> list[tuple[int, str]]:
 
 def run_ons(sentence: str) -> list[str]:
     """The pieces of a sentence that looks like two run together; [] when it does not. A piece
-    that is a lead-in ("... the following:") is not one: it is read with the next."""
+    that is a lead-in ("... the following:") or a heading a document's text ran into the
+    sentence ("Rationale and impact This section ...") is not one: it is read with the next."""
     cuts = [m.end() for m in _RUN_ON.finditer(sentence)]
     bounds = [0, *cuts, len(sentence)]
     parts = [sentence[i:j].strip() for i, j in itertools.pairwise(bounds)]
     if sum(len(p.split()) >= MIN_WORDS for p in parts) < 2:
         return []
     spans = [
-        f"{p} {parts[i + 1]}" if p.endswith(":") and i + 1 < len(parts) else p
+        f"{p} {parts[i + 1]}" if (p.endswith(":") or _heading(p)) and i + 1 < len(parts) else p
         for i, p in enumerate(parts)
     ]
     whole = sentence.strip()  # a lead-in and its item may be the whole sentence

@@ -1,4 +1,6 @@
-"""Documents cut into passages: along headings, then sentences, with one sentence of overlap."""
+"""Markdown and text documents cut into passages: along headings, then sentences, with one
+sentence of overlap. A heading path that repeats gets its occurrence in the chunk id, and the
+text before the first section heading is marked as the document's opening (`preamble`)."""
 
 from __future__ import annotations
 
@@ -51,9 +53,14 @@ def document_entries(path: Path) -> Iterator[Entry]:
             sections.append((" > ".join(headings), number, []))
         else:
             sections[-1][2].append(line)
+    occurrences: dict[str, int] = {}
     for section, line_number, body in sections:
+        slug = re.sub(r"[^a-z0-9]+", "-", section.lower()).strip("-") or "intro"
+        # A heading path that came before (a filing's many "Overview"s) gets its occurrence.
+        occurrences[slug] = occurrences.get(slug, 0) + 1
+        if occurrences[slug] > 1:
+            slug = f"{slug}~{occurrences[slug]}"
         for paragraph_chunk_index, chunk in enumerate(chunk_sentences("\n".join(body))):
-            slug = re.sub(r"[^a-z0-9]+", "-", section.lower()).strip("-") or "intro"
             yield Entry(
                 kind="doc",
                 source_id=f"{path.stem}#{slug}-{paragraph_chunk_index}",
@@ -61,4 +68,8 @@ def document_entries(path: Path) -> Iterator[Entry]:
                 text=chunk,
                 source_file=str(path),
                 location=f"{path}:{line_number}",
+                doc_title=doc_title,
+                section=section or None,
+                label=f"{doc_title} > {section}" if section else doc_title,
+                preamble=not section,
             )

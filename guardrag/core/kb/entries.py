@@ -26,6 +26,12 @@ class Entry:
     location: str  # "file:line" for messages
     url: str | None = None
     category: str | None = None
+    # Documents only: where the chunk is, for citations ("NG12 p.16", "Policy > Sharing").
+    doc_title: str | None = None
+    page: int | None = None
+    section: str | None = None
+    label: str | None = None
+    preamble: bool = False  # the document's opening (title page, introduction): not an answer
 
     @property
     def embed_text(self) -> str:
@@ -38,7 +44,10 @@ class Entry:
 
     @property
     def content_hash(self) -> str:
-        body = "\x00".join((self.kind, self.title, self.text, self.url or "", self.category or ""))
+        parts = [self.kind, self.title, self.text, self.url or "", self.category or ""]
+        if self.label is not None:  # documents only, so FAQ rows keep the hashes they had
+            parts += [self.label, str(self.page or ""), "preamble" if self.preamble else ""]
+        body = "\x00".join(parts)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def payload(self) -> dict[str, Any]:
@@ -55,4 +64,15 @@ class Entry:
             "question_key": question_key(self.title) if self.kind == "faq" else None,
             "content_hash": self.content_hash,
             "source_file": self.source_file,
+            **(
+                {
+                    "doc_title": self.doc_title,
+                    "page": self.page,
+                    "section": self.section,
+                    "label": self.label,
+                    "preamble": self.preamble,
+                }
+                if self.kind == "doc"
+                else {}
+            ),
         }

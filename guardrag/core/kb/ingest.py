@@ -29,6 +29,9 @@ from guardrag.core.store import IndexDamaged, KBInfo, Point, VectorStore, bm25
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f6b1d52-5a0e-4c1c-9a55-6c0b7a3f0e11")
+#: KBInfo.extra keys: what the KB holds ("faq" | "documents" | "mixed") and its documents'
+#: titles (refusals and the display name speak of them, not of a help centre).
+KIND, DOCUMENTS = "kind", "documents"
 
 
 @dataclass
@@ -42,6 +45,8 @@ class IngestReport:
     total: int = 0
     skipped: list[str] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # text the document readers left out
+    kind: str = "faq"  # "faq" | "documents" | "mixed"
     calibration: Calibration | None = None
 
     def summary(self) -> str:
@@ -54,6 +59,8 @@ class IngestReport:
             text += f"; {len(self.skipped)} bad rows skipped"
         if self.flagged:
             text += f"; {len(self.flagged)} quarantined as possible prompt injection"
+        if self.dropped:
+            text += f"; {len(self.dropped)} hidden or unreadable parts of documents left out"
         if self.calibration is not None:
             text += (
                 f"; verbatim-answer threshold {self.calibration.faq_answer_threshold:.3f} "
@@ -127,18 +134,42 @@ def ingest(
     (kb/calibration.py, scored by `reranker` as questions will be) and keeps it with the snapshot.
     """
     paths = [p.resolve() for p in paths]
-    entries, skipped = load_entries(paths, columns, skip_bad_rows)
+    dropped: list[str] = []
+    entries, skipped = load_entries(paths, columns, skip_bad_rows, dropped=dropped)
     old_info, previous = _previous_snapshot(store, kb, paths)
     # The screen, the points and calibration all embed the FAQ questions: once is enough, and
     # the questions the KB already stores need no embedding at all.
     memo = remembering(embedder)
     asked = [(str(p.payload["question"]), p.dense) for p in previous.values() if _is_faq(p)]
     with memo.session((e.title for e in entries if e.kind == "faq"), asked):
-        return _ingest(
+        report = _ingest(
             store, memo, kb, paths, entries, skipped, old_info, previous,
             description=description, fallback_url=fallback_url, progress=progress,
             batch_size=batch_size, reranker=reranker, allowed_domains=allowed_domains,
         )  # fmt: skip
+    report.dropped = dropped
+    return report
+
+
+def kb_kind(payloads: Iterable[dict[str, object]]) -> tuple[str, list[str]]:
+    """What a KB holds ("faq", "documents" or "mixed") and its documents' titles, in order."""
+    kinds: set[object] = set()
+    titles: dict[str, None] = {}
+    for payload in payloads:
+        kinds.add(payload.get("kind"))
+        if payload.get("kind") == "doc":
+            titles[str(payload.get("doc_title") or payload.get("source_file") or "")] = None
+    kind = "mixed" if len(kinds) > 1 else "documents" if kinds == {"doc"} else "faq"
+    return kind, [t for t in titles if t]
+
+
+def _display_name(description: str | None, old: KBInfo | None, kind: str, titles: list[str]) -> str:
+    """--description, else the one given before, else a lone document's title."""
+    if description is not None:
+        return description
+    if old is not None and old.description:
+        return old.description
+    return titles[0] if kind == "documents" and len(titles) == 1 else ""
 
 
 def _is_faq(point: Point) -> bool:
@@ -191,6 +222,7 @@ def _ingest(
     ]
     report.removed = len(previous) - len(kept) - report.unchanged - report.updated
     report.total = len(kept) + len(entries)
+    report.kind, titles = kb_kind([*(e.payload() for e in entries), *(p.payload for p in kept)])
     report.snapshot_id = snapshot_id(
         [
             *((p.id, p.payload["content_hash"]) for p in kept),
@@ -205,14 +237,12 @@ def _ingest(
             snapshot_id=report.snapshot_id,
             count=report.total,
             dim=embedder.dim,
-            description=description
-            if description is not None
-            else (old_info.description if old_info else ""),
+            description=_display_name(description, old_info, report.kind, titles),
             fallback_url=fallback_url
             if fallback_url is not None
             else (old_info.fallback_url if old_info else None),
             updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            extra=screened.extra,
+            extra={**screened.extra, KIND: report.kind, DOCUMENTS: titles},
         ),
     )
     faqs = [(pid, e.title, e.text) for pid, e in keyed if e.kind == "faq"] + [

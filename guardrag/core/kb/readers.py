@@ -1,5 +1,6 @@
 """Reading knowledge-base files: FAQ rows from JSON, JSONL or CSV, documents from Markdown,
-text or JSONL. Every row is validated; a bad one is an IngestError naming its file and line.
+text, JSONL, PDF, HTML or Word. Every row is validated; a bad one is an IngestError naming its
+file and line (a document's: its file and page or section).
 
 Hostile files are refused the same way: a file, row or field over its size limit, nesting
 deeper than the limit, a field that a spreadsheet would run as a formula, or a link that is
@@ -12,15 +13,20 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from guardrag.config.settings import load_settings
+from guardrag.core.kb.blocks import Document
 from guardrag.core.kb.chunking import chunk_sentences, document_entries
 from guardrag.core.kb.entries import Entry, IngestError
+from guardrag.core.kb.html import read_html
+from guardrag.core.kb.pdf import read_pdf
+from guardrag.core.kb.structure import document_chunks
+from guardrag.core.kb.word import read_docx
 from guardrag.core.text import normalise
 
 if TYPE_CHECKING:
@@ -28,6 +34,13 @@ if TYPE_CHECKING:
 
 FAQ_FIELDS = ("question", "answer", "id", "url", "category")
 DOC_SUFFIXES = {".md", ".markdown", ".txt"}
+#: Documents read into blocks and chunked along their structure (kb/structure.py).
+READERS: dict[str, Callable[[Path], Document]] = {
+    ".pdf": read_pdf,
+    ".html": read_html,
+    ".htm": read_html,
+    ".docx": read_docx,
+}
 #: Text a spreadsheet runs as a formula when a cell starts with it (OWASP CSV injection): '='
 #: always; '+', '-' or '@' only before a function call or a DDE pipe, so bullets ("- Open
 #: the app"), phone numbers ("+60 3-1234") and handles ("@kinetic") stay ingestible.
@@ -165,7 +178,8 @@ def _decoded_records(path: Path, limits: IngestLimits) -> Iterator[tuple[int, An
             yield number, IngestError(f"{path}:{number}: {problem}") if problem else item
     else:
         raise IngestError(
-            f"{path}: unsupported file type {suffix!r}; use .json, .jsonl, .csv, .md or .txt"
+            f"{path}: unsupported file type {suffix!r}; use .json, .jsonl, .csv, .md, .txt, "
+            ".pdf, .html or .docx"
         )
 
 
@@ -269,6 +283,10 @@ def _entries_from_records(
                     location=where,
                     url=url,
                     category=category or _field(row, "topic", columns),
+                    doc_title=source or title,
+                    section=title if source else None,
+                    label=heading,
+                    preamble=False,
                 )
         else:
             missing = "answer" if question else "question" if answer else "question and answer"
@@ -277,8 +295,34 @@ def _entries_from_records(
             )
 
 
-def _document_entries(path: Path, limits: IngestLimits) -> Iterator[Entry | IngestError]:
-    for entry in document_entries(path):
+def _read_document(reader: Callable[[Path], Document], path: Path) -> Document:
+    """The reader's document; whatever a library raises on a malformed file becomes an
+    IngestError naming the file (a hostile file must not end in a traceback)."""
+    try:
+        return reader(path)
+    except IngestError:
+        raise
+    except Exception as exc:  # the libraries' own errors for broken files vary by version
+        detail = str(exc)[:120] or type(exc).__name__
+        raise IngestError(f"{path}: not a readable {path.suffix} file ({detail})") from None
+
+
+def _document_entries(
+    path: Path, limits: IngestLimits, dropped: list[str]
+) -> Iterator[Entry | IngestError]:
+    """A document's chunks; what its reader left out (hidden text, pages without text) is
+    added to `dropped`."""
+    reader = READERS.get(path.suffix.lower())
+    if reader is None:
+        chunks: Iterable[Entry] = document_entries(path)
+    else:
+        document = _read_document(reader, path)
+        dropped.extend(d.line() for d in document.dropped)
+        chunks = list(document_chunks(document))
+        if not chunks:
+            reasons = "; ".join(d.line() for d in document.dropped[:3])
+            raise IngestError(f"{path}: no readable text" + (f" ({reasons})" if reasons else ""))
+    for entry in chunks:
         size = len(entry.text.encode("utf-8", "surrogatepass"))
         if size > limits.field_bytes:  # one "sentence" with no end: nothing to cut it at
             yield IngestError(
@@ -294,21 +338,24 @@ def load_entries(
     columns: dict[str, str] | None = None,
     skip_bad_rows: bool = False,
     limits: IngestLimits | None = None,
+    dropped: list[str] | None = None,
 ) -> tuple[list[Entry], list[str]]:
     """Parse every source; raise IngestError on the first problem unless `skip_bad_rows`.
 
-    `limits` default to the process settings (GUARDRAG_INGEST_MAX_*)."""
+    `limits` default to the process settings (GUARDRAG_INGEST_MAX_*). What document readers
+    left out (hidden text, pages without a text layer) is added to `dropped` when given."""
     limits = limits or IngestLimits.from_settings()
     entries: list[Entry] = []
     skipped: list[str] = []
+    dropped = dropped if dropped is not None else []
     seen: dict[str, str] = {}
     for path in paths:
         if not path.is_file():
             raise IngestError(f"{path}: no such file")
         check_file_size(path, limits)
         items: Iterable[Entry | IngestError] = (
-            _document_entries(path, limits)
-            if path.suffix.lower() in DOC_SUFFIXES
+            _document_entries(path, limits, dropped)
+            if path.suffix.lower() in DOC_SUFFIXES or path.suffix.lower() in READERS
             else _entries_from_records(path, columns or {}, limits)
         )
         for item in items:

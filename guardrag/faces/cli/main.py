@@ -68,7 +68,7 @@ def ingest(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="FAQ files (.json, .jsonl, .csv) or documents (.md, .txt, .jsonl with text)."
+            help="FAQ files (.json, .jsonl, .csv) or documents (.pdf, .html, .docx, .md, .txt, .jsonl with text)."
         ),
     ],
     kb: KbOption = None,
@@ -126,6 +126,8 @@ def ingest(
         typer.secho(f"skipped: {problem}", fg=typer.colors.YELLOW, err=True)
     for entry in report.flagged:
         typer.secho(f"quarantined: {entry}", fg=typer.colors.YELLOW, err=True)
+    for line in report.dropped:
+        typer.secho(f"left out: {line}", fg=typer.colors.YELLOW, err=True)
     typer.echo(report.summary())
 
 
@@ -134,7 +136,8 @@ def _print_result(result: Result) -> None:
         typer.echo(result.answer)
         for number, citation in enumerate(result.citations, start=1):
             typer.echo(
-                f"  [{number}] {citation.title} ({citation.source_id}) {citation.url or ''}".rstrip()
+                f"  [{number}] {citation.label or citation.title} ({citation.source_id}) "
+                f"{citation.url or ''}".rstrip()
             )
         typer.secho(
             f"  route: {result.route}  confidence: {result.confidence:.2f}  {result.latency_ms:.0f} ms",

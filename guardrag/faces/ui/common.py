@@ -29,7 +29,7 @@ DENIED = "Access denied: wrong or missing admin token."
 SIGN_IN_FIRST = "Sign in as an operator (top of the page) to see this."
 NO_TOKEN = "disabled: set GUARDRAG_ADMIN_TOKEN to enable it."
 TOO_LONG = "This answer is too long to show here; please open the source below."
-UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".md", ".txt")
+UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".md", ".txt", ".pdf", ".html", ".htm", ".docx")
 ALL = "all"
 CSS = """
 .route-badge {display: inline-block; padding: 2px 12px; border-radius: 999px; font-weight: 600}
@@ -96,7 +96,7 @@ def format_result(result: Result, max_bytes: int | None = None) -> str:
     parts = [escape_text(text)]
     links = []
     for number, citation in enumerate(result.citations, start=1):
-        title = escape_text(citation.title or citation.source_id)
+        title = escape_text(citation.label or citation.title or citation.source_id)
         url = safe_url(citation.url)
         label = f"\\[{number}\\] {title}"
         links.append(f"[{label}]({url})" if url else label)

@@ -1,0 +1,81 @@
+"""Real documents made on the spot for the reader tests and the document benchmark: a PDF
+written with pdfium itself (text objects in Helvetica, sizes, colours, render modes), a Word
+file written with python-docx, and a saved web page."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of text on a PDF page."""
+
+    text: str
+    size: float = 11.0
+    white: bool = False
+    invisible: bool = False  # PDF render mode 3: drawn nowhere, still in the text layer
+    x: float = 72.0
+
+
+def make_pdf(path: Path, pages: list[list[Line]]) -> Path:
+    """A PDF of `pages`, each a list of lines top to bottom; an empty list is a blank page."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as raw
+
+    pdf = pdfium.PdfDocument.new()
+    for lines in pages:
+        page = pdf.new_page(612, 792)
+        y = 740.0
+        for line in lines:
+            obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", ctypes.c_float(line.size))
+            encoded = (line.text + "\0").encode("utf-16-le")
+            buffer = ctypes.create_string_buffer(encoded, len(encoded))
+            raw.FPDFText_SetText(obj, ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ushort)))
+            raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, line.x, y)
+            colour = 255 if line.white else 0
+            raw.FPDFPageObj_SetFillColor(obj, colour, colour, colour, 255)
+            if line.invisible:
+                raw.FPDFTextObj_SetTextRenderMode(obj, 3)
+            raw.FPDFPage_InsertObject(page.raw, obj)
+            y -= line.size * 1.6
+            if y < 60:
+                raise ValueError("too many lines for one page")
+        raw.FPDFPage_GenerateContent(page.raw)
+        page.close()
+    pdf.save(str(path))
+    pdf.close()
+    return path
+
+
+#: Wordings the long report rotates through, so no line but its headings repeats on every page.
+_UNITS = ("unit", "branch", "division", "office")
+_MEASURES = ("revenue", "sales", "income", "turnover")
+_CAUSES = ("new staff", "larger premises", "higher rates", "more travel")
+
+
+def long_pdf(path: Path, pages: int = 300) -> Path:
+    """A report of `pages` pages whose sections all repeat the same headings ("Overview",
+    "Results"), with numbered paragraphs and bullet lists, like a long filing."""
+    body: list[list[Line]] = [[Line("Annual report of the example group", 24)]]
+    for number in range(2, pages + 1):
+        part = (number - 1) // 10 + 1
+        unit, measure = _UNITS[number % 4], _MEASURES[(number // 4) % 4]
+        cause = _CAUSES[(number // 16) % 4]
+        lines = [Line(f"Part {part}: the {unit}s", 18)] if number % 10 == 1 else []
+        lines += [
+            Line("Overview", 14),
+            Line(f"{part}.{number}.1 The {unit} reported {measure} of {number * 7} million in"),
+            Line(f"the year, against {number * 5} million the year before. Costs of the {unit}"),
+            Line(f"rose by {number % 13} percent because of {cause}."),
+            Line("Results", 14),
+            Line(f"{part}.{number}.2 The {unit} met its targets if it kept all of these:"),
+            Line(f"• a {measure} margin above {number % 9 + 3} percent"),
+            Line(f"• fewer than {number % 17 + 2} open complaints about the {unit}"),
+            Line(f"• an audit of the {unit} without findings. Reviews of {measure} happen"),
+            Line(f"twice a year and the board of the {unit} reads every finding."),
+        ]
+        body.append(lines)
+    return make_pdf(path, body)
