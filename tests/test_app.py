@@ -19,7 +19,7 @@ from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.core.audit import AuditSink, SQLiteAuditStore
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.server import ServerStore
-from guardrag.faces.asking import STAGE_LABELS
+from guardrag.faces.asking import STAGE_LABELS, progress_of
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.app import build_app, graph_png
 from guardrag.faces.ui.audit import audit_detail, audit_export, audit_view
@@ -30,11 +30,13 @@ from guardrag.faces.ui.chat import (
     record_feedback,
     respond,
     session_thread,
+    stopped,
 )
 from guardrag.faces.ui.common import (
     CSS,
     DENIED,
     ERROR_MESSAGE,
+    STOPPED,
     THINKING,
     badge_html,
     escape_text,
@@ -482,3 +484,21 @@ def test_a_partial_answer_is_labelled_as_such() -> None:
     assert "Partly answered" in badge_html(partial)
     whole = partial.model_copy(update={"uncovered": []})
     assert "From the help centre" in badge_html(whole)
+
+
+def test_stop_turns_a_waiting_reply_into_a_stopped_one() -> None:
+    asked = {"role": "user", "content": "q"}
+    for waiting in ("*Checking your question…*", "It is free.\n\n*Checking the answer…*"):
+        history = stopped([asked, {"role": "assistant", "content": waiting}])
+        assert history[-1]["content"] == STOPPED  # shown sentences are withdrawn too
+    as_parts = {"role": "assistant", "content": [{"type": "text", "text": "*Searching…*"}]}
+    assert stopped([asked, as_parts])[-1]["content"] == STOPPED
+    done = [asked, {"role": "assistant", "content": "Yes.\n\nSources:  \n\\[1\\] *Fees*"}]
+    assert stopped(done) == done and stopped([]) == []
+
+
+def test_an_unsure_question_says_it_is_being_rephrased() -> None:
+    for node in ("classify", "rerank"):
+        update = {"trail": [Decision(node=node, verdict="miss", ms=1.0)]}
+        shown = progress_of(node, update)
+        assert shown is not None and shown.label == STAGE_LABELS["rephrasing"]

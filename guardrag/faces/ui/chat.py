@@ -30,6 +30,7 @@ from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.common import (
     ERROR_MESSAGE,
+    STOPPED,
     THINKING,
     TRAIL_HEADERS,
     FeedbackHandler,
@@ -158,6 +159,28 @@ def chat_turn(
                 time.sleep(delay_s)
         yield _final(history, result, item.suggestions(), max_bytes), KEEP, shown, rows, ids, why
         return
+
+
+def _text_of(message: Message) -> str:
+    """A message's text, whether Gradio sent it back as a string or as content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else [content]
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+
+
+def stopped(history: list[Message] | None) -> list[Message]:
+    """The chat after Stop: a reply still waiting (its stage line in italics below it) says
+    it was stopped instead. Sentences it showed are withdrawn too: the final checks never ran
+    on the whole answer. A finished reply is left as it is."""
+    history = list(history or [])
+    if not history or history[-1].get("role") != "assistant":
+        return history
+    text = _text_of(history[-1]).rstrip()
+    if history[-1].get("options") or not (text.endswith("*") and "Sources:" not in text):
+        return history
+    return _say(history, STOPPED)
 
 
 def _final(
@@ -348,7 +371,7 @@ def chat_tab(
     picking = chat.option_select(
         on_option, inputs=[chat, kb, ids, operator.session], outputs=outputs
     )
-    stop.click(None, cancels=[asking, picking])
+    stop.click(stopped, inputs=[chat], outputs=[chat], cancels=[asking, picking], queue=False)
     chat.like(on_like, inputs=[ids], outputs=None)
     clear.click(on_clear, outputs=outputs)
     examples.click(lambda sample: sample[0], inputs=[examples], outputs=[question])
