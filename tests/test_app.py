@@ -337,8 +337,9 @@ def test_helpers() -> None:
 def test_admin_tabs_are_disabled_without_a_token(services: Services, tmp_path: Path) -> None:  # noqa: F811
     demo = build_app(make_bot(services, tmp_path))
     text = json.dumps(demo.config, default=str)
-    assert "Audit is disabled: set GUARDRAG_ADMIN_TOKEN" in text
-    assert "Upload is disabled: set GUARDRAG_ADMIN_TOKEN" in text
+    assert text.count("This tab needs an operator: set `GUARDRAG_ADMIN_TOKEN`") == 2
+    assert "The *Why?* panel under the chat explains your own answers" in text
+    assert "kb-ingest" not in text and "Sign in as an operator" not in text
 
 
 def test_app_builds_and_serves(bot: Guardrag) -> None:

@@ -27,7 +27,7 @@ from guardrag.faces.ui.common import (
     ALL,
     AUDIT_HEADERS,
     DENIED,
-    NO_TOKEN,
+    NEEDS_OPERATOR,
     Row,
     escape_text,
     token_ok,
@@ -218,7 +218,8 @@ def audit_tab(bot: Guardrag, recent: RecentResults, operator: Operator) -> None:
     url = default_audit_url(settings) if bot.audit else None
     limit = settings.recent_results
     if expected is None:
-        gr.Markdown(f"Audit is {NO_TOKEN}", elem_id="audit-disabled")
+        commands = "`guardrag audit tail`, `guardrag audit show ID`"
+        gr.Markdown(NEEDS_OPERATOR.format(commands=commands), elem_id="audit-disabled")
         return
     with gr.Row():
         outcome = gr.Dropdown([ALL, "answered", "refused"], value=ALL, label="Outcome")

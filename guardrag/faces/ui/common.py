@@ -27,7 +27,18 @@ THINKING = "*Checking your question…*"
 STOPPED = "*Stopped: this answer was not finished. Ask again whenever you like.*"
 DENIED = "Access denied: wrong or missing admin token."
 SIGN_IN_FIRST = "Sign in as an operator (top of the page) to see this."
-NO_TOKEN = "disabled: set GUARDRAG_ADMIN_TOKEN to enable it."
+#: The trusted local demo's one rule (no admin token): a visitor sees why *their own* answers
+#: were given; what reaches beyond their session (every request's audit record, listing,
+#: browsing and changing knowledge bases) needs an operator. Banner, tabs and README say it.
+DEMO_RULE = (
+    "**Local demo, no operator configured.** The *Why?* panel under the chat explains your "
+    "own answers. The Audit and Knowledge base tabs need an operator: set "
+    "`GUARDRAG_ADMIN_TOKEN`, restart, and sign in at the top of the page."
+)
+NEEDS_OPERATOR = (
+    "This tab needs an operator: set `GUARDRAG_ADMIN_TOKEN`, restart, and sign in at the top "
+    "of the page. From a shell meanwhile: {commands}."
+)
 TOO_LONG = "This answer is too long to show here; please open the source below."
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".md", ".txt")
 ALL = "all"

@@ -23,7 +23,7 @@ from guardrag.faces.ui.common import (
     DENIED,
     ENTRY_HEADERS,
     KB_HEADERS,
-    NO_TOKEN,
+    NEEDS_OPERATOR,
     QUARANTINE_HEADERS,
     SAFE_NAME,
     SIGN_IN_FIRST,
@@ -167,6 +167,10 @@ def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], 
     """The tab; returns its refresh (for the page load): (status, KB table, quarantine,
     browser's KB choices) as the store is now, or nothing without a sign-in."""
     settings = bot.settings
+    if settings.admin_token is None:
+        commands = "`guardrag kbs`, `guardrag ingest FILE --kb NAME`"
+        gr.Markdown(NEEDS_OPERATOR.format(commands=commands), elem_id="kb-access")
+        return lambda session: ()
     status = gr.Markdown(SIGN_IN_FIRST, elem_id="kb-access")
     table = gr.Dataframe(
         headers=KB_HEADERS, datatype="markdown", label="Knowledge bases", elem_id="kb-table"
@@ -217,9 +221,6 @@ def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], 
         f"**Ingest a file** ({', '.join(UPLOAD_TYPES)}; at most "
         f"{settings.upload_max_bytes // 1000} kB). Re-uploading a file updates its entries."
     )
-    if settings.admin_token is None:
-        gr.Markdown(f"Upload is {NO_TOKEN}", elem_id="upload-disabled")
-        return refresh
     with gr.Row():
         file = gr.File(
             label="FAQ or document file", file_types=list(UPLOAD_TYPES), elem_id="kb-file"
