@@ -18,7 +18,9 @@ REFUSAL_MESSAGES: dict[R, str] = {
     R.PAYMENT_DATA: "Please don't share card numbers or security codes here. If you typed real "
     "card details, consider contacting your bank.",
     R.PROFANITY: "Let's keep it polite. How can I help with your account?",
-    R.OUT_OF_DOMAIN: "I can only help with questions about {kb_title}.",
+    # Said of a question about the business the KB has no entry for as much as of an
+    # unrelated one: both are true, neither tells the customer they asked off topic.
+    R.OUT_OF_DOMAIN: "The {kb_title} help centre has no answer to that; I can only answer from it.",
     R.NO_RELEVANT_DOCS: "I couldn't find an answer to that in our help centre.",
     R.LOW_CONFIDENCE: "I'm not confident I have the right answer to that in our help centre.",
     R.NOT_GROUNDED: "I couldn't find a reliable answer to that in our help centre.",

@@ -156,11 +156,11 @@ def test_audit_needs_the_admin_token(bot: Guardrag) -> None:
     assert audit_view(ADMIN, recent, "admin-4", "all", "all") == (DENIED, [])
     assert audit_view(None, recent, "", "all", "all") == (DENIED, [])
     status, rows = audit_view(ADMIN, recent, "admin-42", "all", "all")
-    assert status == "2 of the last 2 requests" and [r[2] for r in rows] == [ATTACK, TOP_UP]
+    assert status == "2 of the last 2 requests" and [r[3] for r in rows] == [ATTACK, TOP_UP]
     _, refused = audit_view(ADMIN, recent, "admin-42", "refused", "prompt_injection")
-    assert [r[4] for r in refused] == ["prompt_injection"]
+    assert [r[5] for r in refused] == ["prompt_injection"]
     assert audit_view(ADMIN, recent, "admin-42", "answered", "pii")[1] == []
-    request_id = str(rows[0][1])
+    request_id = str(rows[0][2])
     assert audit_detail(ADMIN, recent, "admin-42", request_id)["question"] == ATTACK
     assert audit_detail(ADMIN, recent, "nope", request_id) == {}
     assert audit_export(ADMIN, recent, "nope", "all", "all") is None
@@ -195,15 +195,16 @@ def test_audit_tab_reads_the_audit_store(audited: Guardrag, tmp_path: Path) -> N
     assert view(token="wrong") == (DENIED, [])
     status, rows = view()
     assert status == "2 of 3 matching requests in the audit log (3 in all), newest first"
-    assert [r[1] for r in rows] == [results[2].request_id, results[1].request_id]
-    shown = str(rows[0][2])
+    assert [r[2] for r in rows] == [results[2].request_id, results[1].request_id]
+    assert {r[1] for r in rows} == {KB}  # the KB each request asked
+    shown = str(rows[0][3])
     assert "4111" not in shown and "<b>" not in shown and "&lt;b&gt;" in shown
     assert "\\[x\\](javascript" in shown  # no live link either
     _, refused = view("refused", "prompt_injection")
-    assert ATTACK in [r[2] for r in refused] and {r[4] for r in refused} == {"prompt_injection"}
+    assert ATTACK in [r[3] for r in refused] and {r[5] for r in refused} == {"prompt_injection"}
     assert view("answered", "pii")[1] == []
     _, answered = view("answered")
-    assert [r[1] for r in answered] == [results[0].request_id]
+    assert [r[2] for r in answered] == [results[0].request_id]
 
     detail = audit_detail(ADMIN, empty, "admin-42", results[0].request_id, audit_url=url)
     assert detail["question"] == TOP_UP and detail["outcome"] == "answered"
@@ -503,3 +504,33 @@ def test_an_unsure_question_says_it_is_being_rephrased() -> None:
         update = {"trail": [Decision(node=node, verdict="miss", ms=1.0)]}
         shown = progress_of(node, update)
         assert shown is not None and shown.label == STAGE_LABELS["rephrasing"]
+
+
+def test_why_names_the_rule_that_refused_and_lists_passages_once() -> None:
+    top = [{"source_id": "kw-1", "score": 0.76}]
+    result = Result(
+        question="q",
+        request_id="r",
+        outcome="refused",
+        answer="",
+        refusal=Refusal(
+            reason=RefusalReason.NO_RELEVANT_DOCS, stage="rerank", kind="not_found", message="No."
+        ),
+        trail=[
+            Decision(node="rerank", verdict="miss", detail={"top": top}, ms=1.0),
+            Decision(node="rephrase", verdict="pass", ms=1.0),
+            Decision(
+                node="rerank",
+                verdict="miss",
+                reason="faq: top entry does not lead by faq_margin",
+                score=0.764,
+                threshold=0.481,
+                detail={"top": top},
+                ms=1.0,
+            ),
+        ],
+    )
+    why = why_markdown(result)
+    assert "**Rule**: faq: top entry does not lead by faq_margin" in why
+    assert "(score 0.764 against threshold 0.481)" in why
+    assert why.count("Passages considered") == 1

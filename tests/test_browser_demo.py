@@ -14,12 +14,15 @@ from guardrag.faces.api import create_app
 from guardrag.graph.context import Services
 from tests.test_api import TOP_UP, make_bot, serving
 from tests.test_browser import (  # noqa: F401
+    NEAR_MISS,
     NEEDS_GENERATION,
     ask,
     browser,
     open_page,
     pytestmark,
     services,
+    sign_in,
+    site,
     slow_site,
     snap,
 )
@@ -73,3 +76,28 @@ def test_the_local_demo_keeps_one_operator_rule_on_every_tab(
             expect(page.locator(box)).to_contain_text("GUARDRAG_ADMIN_TOKEN")
         assert page.get_by_text("Sign in as an operator").count() == 0
         assert page.locator("#kb-file, #kb-ingest, #audit-show").count() == 0
+
+
+def test_operator_views_name_the_rule_and_the_kb(browser: Browser, site: str) -> None:  # noqa: F811
+    """The Why? panel names the rule that refused and lists the passages once; the Audit
+    table has the KB column; an upload names its KB itself (no default); an off-topic
+    refusal says the help centre has no answer."""
+    with open_page(browser, f"{site}/ui/") as page:
+        sign_in(page)
+        ask(page, "What's the weather tomorrow?")
+        expect(page.locator("#chat .bot").last).to_contain_text("help centre has no answer")
+        ask(page, NEAR_MISS)
+        page.locator("#why").get_by_text("Why?").click()
+        why = page.locator("#why-text")
+        expect(why).to_contain_text("Rule:")
+        expect(why).to_contain_text("against threshold")
+        assert why.inner_text().count("Passages considered") <= 1
+        expect(page.locator("#trail")).to_contain_text("threshold")
+        snap(page, "why-refusal.png")
+        page.get_by_role("tab", name="Audit").click()
+        page.locator("#audit-show").click()
+        table = page.locator("#audit-table")
+        expect(table).to_contain_text("kinetic")
+        snap(page, "audit.png")
+        page.get_by_role("tab", name="Knowledge base").click()
+        expect(page.locator("#kb-name textarea, #kb-name input").first).to_have_value("")

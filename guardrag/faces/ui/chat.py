@@ -145,7 +145,7 @@ def chat_turn(
             return
         result = item.result
         if recent is not None:
-            recent.add(result)
+            recent.add(result, kb or bot.settings.default_kb)
         ids[len(history) - 1] = result.request_id
         shown = badge_html(result)
         rows, why = (trail_rows(result), why_markdown(result)) if operator else ([], "")
@@ -298,7 +298,13 @@ def chat_tab(
     open_why = operator.expected is None  # the trusted demo: everyone is the operator
     with gr.Accordion("Why?", open=False, elem_id="why", visible=open_why) as why_panel:
         why = gr.Markdown(elem_id="why-text")
-        trail = gr.Dataframe(headers=TRAIL_HEADERS, label="Decision trail", elem_id="trail")
+        trail = gr.Dataframe(
+            headers=TRAIL_HEADERS,
+            label="Decision trail",
+            wrap=True,  # the reason is a sentence: wrapped, so threshold and ms stay in view
+            column_widths=["15%", "10%", "45%", "10%", "11%", "9%"],
+            elem_id="trail",
+        )
     question = gr.Textbox(
         placeholder="Ask a question…", show_label=False, autofocus=True, elem_id="question"
     )

@@ -136,6 +136,8 @@ def ingest_upload(
     try:
         if not token_ok(bot.settings.admin_token, token):
             return DENIED
+        if not kb.strip():
+            raise IngestError("name the knowledge base first (a new name, or one to add to)")
         limits = IngestLimits.from_settings(bot.settings)
         kb = validate_kb_name(kb.strip(), "Knowledge base name")
         file = stage_upload(bot.settings, kb, check_upload(path, bot.settings.upload_max_bytes))
@@ -226,7 +228,11 @@ def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], 
             label="FAQ or document file", file_types=list(UPLOAD_TYPES), elem_id="kb-file"
         )
         with gr.Column():
-            kb = gr.Textbox(settings.default_kb, label="Knowledge base name", elem_id="kb-name")
+            kb = gr.Textbox(  # no default: a gym FAQ must not land in the e-wallet KB unasked
+                label="Knowledge base name",
+                placeholder="a new name, or an existing KB to add to",
+                elem_id="kb-name",
+            )
             description = gr.Textbox(label="Description (optional)")
             run = gr.Button("Ingest", variant="primary", elem_id="kb-ingest")
     result = gr.Markdown(elem_id="kb-status")
