@@ -18,7 +18,9 @@ REFUSAL_MESSAGES: dict[R, str] = {
     R.PAYMENT_DATA: "Please don't share card numbers or security codes here. If you typed real "
     "card details, consider contacting your bank.",
     R.PROFANITY: "Let's keep it polite. How can I help with your account?",
-    R.OUT_OF_DOMAIN: "I can only help with questions about {kb_title}.",
+    # Said of a question about the business the KB has no entry for as much as of an
+    # unrelated one: both are true, neither tells the customer they asked off topic.
+    R.OUT_OF_DOMAIN: "{Holder} has no answer to that; I can only answer from it.",
     R.NO_RELEVANT_DOCS: "I couldn't find an answer to that in {source}.",
     R.LOW_CONFIDENCE: "I'm not confident I have the right answer to that in {source}.",
     R.NOT_GROUNDED: "I couldn't find a reliable answer to that in {source}.",
@@ -45,6 +47,14 @@ def source_phrase(documents: list[str] | None) -> str:
     return f"“{documents[0]}”" if len(documents) == 1 else THESE_DOCUMENTS
 
 
+def _holder(kb_title: str, documents: list[str] | None) -> str:
+    """What holds the answers, as the subject of a sentence: the KB's help centre, its one
+    document, or "this knowledge base" for several documents."""
+    if not documents:
+        return f"The {kb_title} help centre"
+    return f"“{documents[0]}”" if len(documents) == 1 else "This knowledge base"
+
+
 def refusal_message(
     reason: R,
     kb_title: str,
@@ -60,6 +70,7 @@ def refusal_message(
         kb_title=kb_title,
         source=source,
         Source=f"Searching {source}" if documents else "The help centre",
+        Holder=_holder(kb_title, documents),
         topics=source if documents else HELP_CENTRE_TOPICS,
     )
     if fallback_url and reason in (

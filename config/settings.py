@@ -149,7 +149,11 @@ class Settings(BaseSettings):
         f"keys of at least {MIN_SCOPED_KEY_CHARS} characters, no `;`). A key queries, lists and "
         "reads the audit of its KBs only.",
     )
-    admin_token: SecretStr | None = Field(None, description="Token for the audit views.")
+    admin_token: SecretStr | None = Field(
+        None,
+        description="Operator sign-in for the UI's Audit and Knowledge base tabs and the Why? "
+        "panel; unset, the local demo explains each visitor's own answers only.",
+    )
     audit_url: str | None = Field(
         None,
         description="Audit log: a SQLite file path or sqlite:///path, or a postgresql:// URL "

@@ -160,6 +160,17 @@ def test_stream_sends_tokens_then_one_final_event(client: TestClient) -> None:
     assert nodes[:2] == ["start_turn", "moderate_input"] and nodes[-1] == "respond"
 
 
+def test_json_sent_as_another_type_is_415_saying_so(client: TestClient) -> None:
+    body = json.dumps({"question": TOP_UP})
+    for declared in ("text/plain", "application/x-www-form-urlencoded"):
+        sent = client.post("/v1/ask", content=body, headers={"Content-Type": declared})
+        assert sent.status_code == 415, sent.text
+        assert "application/json" in sent.json()["detail"] and declared in sent.json()["detail"]
+        assert sent.json()["request_id"]
+    typed = {"Content-Type": "application/json; charset=utf-8"}
+    assert client.post("/v1/ask", content=body, headers=typed).status_code == 200
+
+
 def test_stream_of_a_refusal_has_no_citations(client: TestClient) -> None:
     response = client.post("/v1/ask/stream", json={"question": ATTACK})
     final = dict(_events(response.text))["final"]
@@ -172,6 +183,7 @@ def test_api_key_is_required_when_configured(services: Services, tmp_path: Path)
         assert test_client.post("/v1/ask", json={"question": TOP_UP}).status_code == 401
         wrong = test_client.post("/v1/ask", json={"question": TOP_UP}, headers={"X-API-Key": "k"})
         assert wrong.status_code == 401 and KEY not in wrong.text
+        assert wrong.json()["request_id"] == wrong.headers["x-request-id"]
         assert test_client.get("/v1/kbs").status_code == 401
         ok = test_client.post("/v1/ask", json={"question": TOP_UP}, headers={"X-API-Key": KEY})
         assert ok.status_code == 200

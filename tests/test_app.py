@@ -19,7 +19,7 @@ from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result
 from guardrag.core.audit import AuditSink, SQLiteAuditStore
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.server import ServerStore
-from guardrag.faces.asking import STAGE_LABELS
+from guardrag.faces.asking import STAGE_LABELS, progress_of
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.app import build_app, graph_png
 from guardrag.faces.ui.audit import audit_detail, audit_export, audit_view
@@ -30,11 +30,13 @@ from guardrag.faces.ui.chat import (
     record_feedback,
     respond,
     session_thread,
+    stopped,
 )
 from guardrag.faces.ui.common import (
     CSS,
     DENIED,
     ERROR_MESSAGE,
+    STOPPED,
     THINKING,
     badge_html,
     escape_text,
@@ -154,11 +156,11 @@ def test_audit_needs_the_admin_token(bot: Guardrag) -> None:
     assert audit_view(ADMIN, recent, "admin-4", "all", "all") == (DENIED, [])
     assert audit_view(None, recent, "", "all", "all") == (DENIED, [])
     status, rows = audit_view(ADMIN, recent, "admin-42", "all", "all")
-    assert status == "2 of the last 2 requests" and [r[2] for r in rows] == [ATTACK, TOP_UP]
+    assert status == "2 of the last 2 requests" and [r[3] for r in rows] == [ATTACK, TOP_UP]
     _, refused = audit_view(ADMIN, recent, "admin-42", "refused", "prompt_injection")
-    assert [r[4] for r in refused] == ["prompt_injection"]
+    assert [r[5] for r in refused] == ["prompt_injection"]
     assert audit_view(ADMIN, recent, "admin-42", "answered", "pii")[1] == []
-    request_id = str(rows[0][1])
+    request_id = str(rows[0][2])
     assert audit_detail(ADMIN, recent, "admin-42", request_id)["question"] == ATTACK
     assert audit_detail(ADMIN, recent, "nope", request_id) == {}
     assert audit_export(ADMIN, recent, "nope", "all", "all") is None
@@ -193,15 +195,16 @@ def test_audit_tab_reads_the_audit_store(audited: Guardrag, tmp_path: Path) -> N
     assert view(token="wrong") == (DENIED, [])
     status, rows = view()
     assert status == "2 of 3 matching requests in the audit log (3 in all), newest first"
-    assert [r[1] for r in rows] == [results[2].request_id, results[1].request_id]
-    shown = str(rows[0][2])
+    assert [r[2] for r in rows] == [results[2].request_id, results[1].request_id]
+    assert {r[1] for r in rows} == {KB}  # the KB each request asked
+    shown = str(rows[0][3])
     assert "4111" not in shown and "<b>" not in shown and "&lt;b&gt;" in shown
     assert "\\[x\\](javascript" in shown  # no live link either
     _, refused = view("refused", "prompt_injection")
-    assert ATTACK in [r[2] for r in refused] and {r[4] for r in refused} == {"prompt_injection"}
+    assert ATTACK in [r[3] for r in refused] and {r[5] for r in refused} == {"prompt_injection"}
     assert view("answered", "pii")[1] == []
     _, answered = view("answered")
-    assert [r[1] for r in answered] == [results[0].request_id]
+    assert [r[2] for r in answered] == [results[0].request_id]
 
     detail = audit_detail(ADMIN, empty, "admin-42", results[0].request_id, audit_url=url)
     assert detail["question"] == TOP_UP and detail["outcome"] == "answered"
@@ -335,8 +338,9 @@ def test_helpers() -> None:
 def test_admin_tabs_are_disabled_without_a_token(services: Services, tmp_path: Path) -> None:  # noqa: F811
     demo = build_app(make_bot(services, tmp_path))
     text = json.dumps(demo.config, default=str)
-    assert "Audit is disabled: set GUARDRAG_ADMIN_TOKEN" in text
-    assert "Upload is disabled: set GUARDRAG_ADMIN_TOKEN" in text
+    assert text.count("This tab needs an operator: set `GUARDRAG_ADMIN_TOKEN`") == 2
+    assert "The *Why?* panel under the chat explains your own answers" in text
+    assert "kb-ingest" not in text and "Sign in as an operator" not in text
 
 
 def test_app_builds_and_serves(bot: Guardrag) -> None:
@@ -482,3 +486,51 @@ def test_a_partial_answer_is_labelled_as_such() -> None:
     assert "Partly answered" in badge_html(partial)
     whole = partial.model_copy(update={"uncovered": []})
     assert "From the help centre" in badge_html(whole)
+
+
+def test_stop_turns_a_waiting_reply_into_a_stopped_one() -> None:
+    asked = {"role": "user", "content": "q"}
+    for waiting in ("*Checking your question…*", "It is free.\n\n*Checking the answer…*"):
+        history = stopped([asked, {"role": "assistant", "content": waiting}])
+        assert history[-1]["content"] == STOPPED  # shown sentences are withdrawn too
+    as_parts = {"role": "assistant", "content": [{"type": "text", "text": "*Searching…*"}]}
+    assert stopped([asked, as_parts])[-1]["content"] == STOPPED
+    done = [asked, {"role": "assistant", "content": "Yes.\n\nSources:  \n\\[1\\] *Fees*"}]
+    assert stopped(done) == done and stopped([]) == []
+
+
+def test_an_unsure_question_says_it_is_being_rephrased() -> None:
+    for node in ("classify", "rerank"):
+        update = {"trail": [Decision(node=node, verdict="miss", ms=1.0)]}
+        shown = progress_of(node, update)
+        assert shown is not None and shown.label == STAGE_LABELS["rephrasing"]
+
+
+def test_why_names_the_rule_that_refused_and_lists_passages_once() -> None:
+    top = [{"source_id": "kw-1", "score": 0.76}]
+    result = Result(
+        question="q",
+        request_id="r",
+        outcome="refused",
+        answer="",
+        refusal=Refusal(
+            reason=RefusalReason.NO_RELEVANT_DOCS, stage="rerank", kind="not_found", message="No."
+        ),
+        trail=[
+            Decision(node="rerank", verdict="miss", detail={"top": top}, ms=1.0),
+            Decision(node="rephrase", verdict="pass", ms=1.0),
+            Decision(
+                node="rerank",
+                verdict="miss",
+                reason="faq: top entry does not lead by faq_margin",
+                score=0.764,
+                threshold=0.481,
+                detail={"top": top},
+                ms=1.0,
+            ),
+        ],
+    )
+    why = why_markdown(result)
+    assert "**Rule**: faq: top entry does not lead by faq_margin" in why
+    assert "(score 0.764 against threshold 0.481)" in why
+    assert why.count("Passages considered") == 1

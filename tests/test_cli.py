@@ -105,6 +105,13 @@ def test_graph_mermaid(data_dir: Path) -> None:
     assert done.returncode == 0 and "moderate_input" in done.stdout and "ground" in done.stdout
 
 
+def test_bare_graph_prints_mermaid(data_dir: Path) -> None:
+    done = run(["graph"], data_dir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("---") or "graph TD" in done.stdout
+    assert "moderate_input" in done.stdout and "Traceback" not in done.stderr
+
+
 def test_graph_png_renders_offline(data_dir: Path, tmp_path: Path) -> None:
     target = tmp_path / "graph.png"
     done = run(["graph", "--png", str(target)], data_dir)

@@ -15,16 +15,20 @@ from guardrag.contract import RefusalReason, Result
 from guardrag.core.audit import AuditUnavailable
 from guardrag.faces.sentences import Sentence, SentenceGate
 from guardrag.faces.service import Guardrag
+from guardrag.graph.edges import ROUTES
 
 # --- progress while the pipeline runs ---------------------------------------------------
 
-Stage = Literal["checking", "guards_passed", "searching", "drafting", "verifying", "done"]
+Stage = Literal[
+    "checking", "guards_passed", "searching", "rephrasing", "drafting", "verifying", "done"
+]
 
 #: What a customer reads while waiting, by stage: no node names, no reason codes.
 STAGE_LABELS: dict[Stage, str] = {
     "checking": "Checking your question…",
     "guards_passed": "Question checked. Looking it up…",
     "searching": "Searching the help centre…",
+    "rephrasing": "Rephrasing your question…",
     "drafting": "Drafting an answer from the help articles…",
     "verifying": "Checking the answer against the sources…",
     "done": "Done.",
@@ -67,6 +71,8 @@ def progress_of(node: str, update: dict[str, Any]) -> Progress | None:
         stage = "done"  # refused: the reply is being written, nothing else runs
     elif verdict == "hit":
         stage = "verifying"  # an FAQ entry was found: only the output check is left
+    elif ROUTES.get(node, {}).get(verdict) == "rephrase":
+        stage = "rephrasing"  # unsure: the model says the question again before a new search
     return Progress(node=node, verdict=verdict, stage=stage, label=STAGE_LABELS[stage])
 
 

@@ -144,6 +144,7 @@ class Recorded:
 
     at: datetime
     result: Result
+    kb: str = ""
 
 
 class RecentResults:
@@ -154,9 +155,9 @@ class RecentResults:
         self._items: deque[Recorded] = deque(maxlen=size)
         self._lock = threading.Lock()
 
-    def add(self, result: Result) -> None:
+    def add(self, result: Result, kb: str = "") -> None:
         with self._lock:
-            self._items.appendleft(Recorded(datetime.now(UTC), result))
+            self._items.appendleft(Recorded(datetime.now(UTC), result, kb))
 
     def items(self) -> list[Recorded]:
         with self._lock:

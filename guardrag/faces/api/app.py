@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from guardrag.core import metrics
 from guardrag.core.audit import AuditUnavailable
@@ -120,6 +121,14 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(InvalidBody(detail=problems, request_id=rid).model_dump(), 422)
 
 
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's own error answer (401, 403, 404, 429 ...) with the request id, as every
+    other error body carries it."""
+    assert isinstance(exc, StarletteHTTPException)
+    body = {"detail": exc.detail, "request_id": request_id(request.scope)}
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
 async def _audit_unavailable(request: Request, exc: Exception) -> JSONResponse:
     rid = request_id(request.scope)
     log.error("request %s not answered: %s", rid, exc)
@@ -191,6 +200,7 @@ def create_app(
     _add_probes(app, bot)
     add_offline_docs(app)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(AuditUnavailable, _audit_unavailable)
     app.add_exception_handler(Exception, _internal_error)
     # add_middleware wraps: the last added runs first.

@@ -93,10 +93,10 @@ def admit(
     return name, (f"{caller.space}.{thread_id}" if thread_id else None)
 
 
-def finish(bot: Guardrag, recent: RecentResults, result: Result) -> None:
-    """What every answered request goes through: kept for the Audit tab, and audited (or
-    AuditUnavailable, which the app answers 503)."""
-    recent.add(result)
+def finish(bot: Guardrag, recent: RecentResults, result: Result, kb: str = "") -> None:
+    """What every answered request goes through: kept (with its KB) for the Audit tab, and
+    audited (or AuditUnavailable, which the app answers 503)."""
+    recent.add(result, kb)
     ensure_audited(bot, result)
 
 
@@ -122,7 +122,7 @@ def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
         """The full result object: answer, citations, route or typed refusal, decision trail."""
         kb, thread = admit(bot, caller_of(request), body.kb, body.thread_id)
         result = bot.ask(body.question, kb, thread_id=thread)
-        finish(bot, recent, result)
+        finish(bot, recent, result, kb)
         return result.model_copy(update={"thread_id": body.thread_id})
 
     @router.post(
@@ -162,7 +162,7 @@ def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
                     return
                 result = item.result.model_copy(update={"thread_id": body.thread_id})
                 try:
-                    await run_in_threadpool(finish, bot, recent, item.result)
+                    await run_in_threadpool(finish, bot, recent, item.result, kb)
                 except AuditUnavailable as exc:
                     yield sse("error", ErrorBody(detail=str(exc), request_id=rid).model_dump_json())
                     return

@@ -68,6 +68,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong X-API-Key, or a key in the URL."},
     403: {"model": ErrorBody, "description": "This key may not use that knowledge base."},
     413: {"model": ErrorBody, "description": "Request body too large."},
+    415: {"model": ErrorBody, "description": "The body is not declared as application/json."},
     422: {
         "model": InvalidBody,
         "description": "JSON that is not a valid request: a missing or unknown field, a bad "

@@ -182,6 +182,13 @@ class BodyGateMiddleware:
                 return
             if message["type"] != "http.request" or not message.get("more_body"):
                 break
+        if scope["method"] in _BODY_METHODS and (declared_type := not_json_type(scope)):
+            detail = (
+                f"send the body as JSON with 'Content-Type: application/json' "
+                f"(this request said {declared_type!r})"
+            )
+            await answer(scope, send, 415, ErrorBody(detail=detail))
+            return
         if scope["method"] in _BODY_METHODS and (problem := body_problem(body)):
             status, why = problem
             if status == 400:
@@ -199,6 +206,17 @@ class BodyGateMiddleware:
     async def _too_large(self, scope: Scope, send: Send) -> None:
         detail = f"request body too large (limit {self.limit} bytes)"
         await answer(scope, send, 413, ErrorBody(detail=detail))
+
+
+def not_json_type(scope: Scope) -> str | None:
+    """The request's declared content type when it is not JSON (None when it is JSON or not
+    declared). Such a body is refused, not guessed at: a cross-site page can send text/plain
+    or a form without a preflight, but never application/json."""
+    declared = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1").strip()
+    media = declared.split(";", 1)[0].strip().lower()
+    if not media or media == "application/json" or media.endswith("+json"):
+        return None
+    return declared[:100]
 
 
 def scrub_url(text: str) -> str:

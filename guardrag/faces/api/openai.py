@@ -237,7 +237,7 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
         if body.stream:
             return SSEResponse(_stream(body, kb, question, thread, request))
         asked = await run_in_threadpool(run, kb, question, thread)
-        await run_in_threadpool(finish, bot, recent, asked.result)
+        await run_in_threadpool(finish, bot, recent, asked.result, kb)
         result = asked.result
         return ChatCompletion(
             id=f"chatcmpl-{result.request_id}",
@@ -268,7 +268,7 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
                 yield f"data: {json.dumps({'error': error})}\n\n".encode()
                 return
             try:
-                await run_in_threadpool(finish, bot, recent, item.result)
+                await run_in_threadpool(finish, bot, recent, item.result, kb)
             except AuditUnavailable as exc:
                 error = {"message": str(exc), "type": "server_error", "code": "audit_unavailable"}
                 yield f"data: {json.dumps({'error': error})}\n\n".encode()

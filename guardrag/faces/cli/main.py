@@ -245,22 +245,24 @@ def batch(
 @app.command()
 def graph(
     mermaid: Annotated[
-        bool, typer.Option("--mermaid", help="Print the graph as Mermaid text.")
+        bool,
+        typer.Option("--mermaid", help="Print the graph as Mermaid text (the default)."),
     ] = False,
     png: Annotated[
         Path | None,
         typer.Option("--png", help="Render the graph to a PNG file (offline, Graphviz)."),
     ] = None,
 ) -> None:
-    """Show the pipeline graph."""
+    """Show the pipeline graph: Mermaid text (paste it into any Mermaid viewer, or a Markdown
+    file on GitHub), or a PNG drawn offline with --png."""
     from guardrag.graph.builder import build_graph  # lazy: LangGraph loads only to draw
 
     drawable = build_graph().get_graph()
     if png is not None:
         drawable.draw_png(str(png))
         typer.echo(f"wrote {png}")
-    if mermaid or png is None:
-        typer.echo(drawable.draw_mermaid() if mermaid else drawable.draw_ascii())
+    if mermaid or png is None:  # ASCII art would need grandalf: Mermaid needs nothing
+        typer.echo(drawable.draw_mermaid())
 
 
 @app.command()

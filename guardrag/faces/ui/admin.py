@@ -9,7 +9,7 @@ from typing import Any
 import gradio as gr
 from pydantic import SecretStr
 
-from guardrag.faces.ui.common import DENIED, NO_TOKEN, token_ok
+from guardrag.faces.ui.common import DEMO_RULE, DENIED, token_ok
 
 SIGNED_IN = "Signed in as operator for this browser session."
 SIGNED_OUT = "Signed out."
@@ -44,7 +44,7 @@ def sign_in(expected: SecretStr | None, given: str | None) -> tuple[str, str, st
 def sign_in_row(expected: SecretStr | None) -> Operator:
     session = gr.State("")
     if expected is None:
-        gr.Markdown(f"Operator views are {NO_TOKEN}", elem_id="sign-in-disabled")
+        gr.Markdown(DEMO_RULE, elem_id="sign-in-disabled")
         return Operator(session, expected, [])
     with gr.Accordion("Operator sign-in", open=False, elem_id="sign-in"):
         with gr.Row():

@@ -27,7 +27,7 @@ from guardrag.faces.ui.common import (
     ALL,
     AUDIT_HEADERS,
     DENIED,
-    NO_TOKEN,
+    NEEDS_OPERATOR,
     Row,
     escape_text,
     token_ok,
@@ -53,11 +53,12 @@ def audit_row(record: Recorded) -> Row:
     route = result.refusal.reason.value if result.refusal else result.route
     return [
         record.at.strftime("%Y-%m-%d %H:%M:%S"),
+        escape_text(record.kb),
         escape_text(result.request_id),
         escape_text(result.question),
         result.outcome,
         escape_text(route or ""),
-        round(result.latency_ms, 1),
+        round(result.latency_ms),
     ]
 
 
@@ -101,11 +102,12 @@ def stored_row(record: AuditRecord) -> Row:
     route = record.refusal_reason if record.outcome == "refused" else record.route
     return [
         record.ts.replace("T", " ")[:19],
+        escape_text(record.kb),
         escape_text(record.request_id),
         escape_text(record.question),
         escape_text(record.outcome),
         escape_text(route or ""),
-        round(record.latency_ms, 1),
+        round(record.latency_ms),
     ]
 
 
@@ -218,7 +220,8 @@ def audit_tab(bot: Guardrag, recent: RecentResults, operator: Operator) -> None:
     url = default_audit_url(settings) if bot.audit else None
     limit = settings.recent_results
     if expected is None:
-        gr.Markdown(f"Audit is {NO_TOKEN}", elem_id="audit-disabled")
+        commands = "`guardrag audit tail`, `guardrag audit show ID`"
+        gr.Markdown(NEEDS_OPERATOR.format(commands=commands), elem_id="audit-disabled")
         return
     with gr.Row():
         outcome = gr.Dropdown([ALL, "answered", "refused"], value=ALL, label="Outcome")
@@ -229,9 +232,9 @@ def audit_tab(bot: Guardrag, recent: RecentResults, operator: Operator) -> None:
     table = gr.Dataframe(
         headers=AUDIT_HEADERS,
         # Text cells are escaped (escape_text) and rendered as markdown, so they read as typed.
-        datatype=["str", "markdown", "markdown", "markdown", "markdown", "number"],
+        datatype=["str", "markdown", "markdown", "markdown", "markdown", "markdown", "number"],
         label="Recent requests (select a row for the full record)",
-        column_widths=["15%", "22%", "33%", "10%", "14%", "6%"],
+        column_widths=["13%", "9%", "19%", "29%", "9%", "13%", "8%"],
         wrap=True,
         elem_id="audit-table",
     )
@@ -250,7 +253,7 @@ def audit_tab(bot: Guardrag, recent: RecentResults, operator: Operator) -> None:
 
     def on_select(session: str, data: gr.SelectData) -> dict[str, Any]:
         row = data.row_value or []
-        request_id = str(row[1]) if len(row) > 1 else ""
+        request_id = str(row[2]) if len(row) > 2 else ""
         return audit_detail(expected, recent, session, request_id, audit_url=url)
 
     inputs = [operator.session, outcome, reason]

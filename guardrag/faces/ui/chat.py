@@ -30,6 +30,7 @@ from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.common import (
     ERROR_MESSAGE,
+    STOPPED,
     THINKING,
     TRAIL_HEADERS,
     FeedbackHandler,
@@ -144,7 +145,7 @@ def chat_turn(
             return
         result = item.result
         if recent is not None:
-            recent.add(result)
+            recent.add(result, kb or bot.settings.default_kb)
         ids[len(history) - 1] = result.request_id
         shown = badge_html(result)
         rows, why = (trail_rows(result), why_markdown(result)) if operator else ([], "")
@@ -158,6 +159,28 @@ def chat_turn(
                 time.sleep(delay_s)
         yield _final(history, result, item.suggestions(), max_bytes), KEEP, shown, rows, ids, why
         return
+
+
+def _text_of(message: Message) -> str:
+    """A message's text, whether Gradio sent it back as a string or as content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else [content]
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+
+
+def stopped(history: list[Message] | None) -> list[Message]:
+    """The chat after Stop: a reply still waiting (its stage line in italics below it) says
+    it was stopped instead. Sentences it showed are withdrawn too: the final checks never ran
+    on the whole answer. A finished reply is left as it is."""
+    history = list(history or [])
+    if not history or history[-1].get("role") != "assistant":
+        return history
+    text = _text_of(history[-1]).rstrip()
+    if history[-1].get("options") or not (text.endswith("*") and "Sources:" not in text):
+        return history
+    return _say(history, STOPPED)
 
 
 def _final(
@@ -275,7 +298,13 @@ def chat_tab(
     open_why = operator.expected is None  # the trusted demo: everyone is the operator
     with gr.Accordion("Why?", open=False, elem_id="why", visible=open_why) as why_panel:
         why = gr.Markdown(elem_id="why-text")
-        trail = gr.Dataframe(headers=TRAIL_HEADERS, label="Decision trail", elem_id="trail")
+        trail = gr.Dataframe(
+            headers=TRAIL_HEADERS,
+            label="Decision trail",
+            wrap=True,  # the reason is a sentence: wrapped, so threshold and ms stay in view
+            column_widths=["15%", "10%", "45%", "10%", "11%", "9%"],
+            elem_id="trail",
+        )
     question = gr.Textbox(
         placeholder="Ask a question…", show_label=False, autofocus=True, elem_id="question"
     )
@@ -348,7 +377,7 @@ def chat_tab(
     picking = chat.option_select(
         on_option, inputs=[chat, kb, ids, operator.session], outputs=outputs
     )
-    stop.click(None, cancels=[asking, picking])
+    stop.click(stopped, inputs=[chat], outputs=[chat], cancels=[asking, picking], queue=False)
     chat.like(on_like, inputs=[ids], outputs=None)
     clear.click(on_clear, outputs=outputs)
     examples.click(lambda sample: sample[0], inputs=[examples], outputs=[question])

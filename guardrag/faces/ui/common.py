@@ -18,16 +18,27 @@ from guardrag.faces.views import safe_url
 __all__ = ["safe_url"]  # the UI's links follow the one rule of views.safe_url
 
 TRAIL_HEADERS = ["node", "verdict", "reason", "score", "threshold", "ms"]
-AUDIT_HEADERS = ["time (UTC)", "request id", "question", "outcome", "route / reason", "ms"]
+AUDIT_HEADERS = ["time (UTC)", "kb", "request id", "question", "outcome", "route / reason", "ms"]
 KB_HEADERS = ["name", "description", "entries", "snapshot", "last ingest"]
 ENTRY_HEADERS = ["source id", "kind", "question / title", "answer / text", "url"]
 QUARANTINE_HEADERS = ["knowledge base", "location", "source id", "why held back"]
 ERROR_MESSAGE = "Sorry, something went wrong while answering. Please try again later."
 THINKING = "*Checking your question…*"
-STOPPED = "*Stopped.*"
+STOPPED = "*Stopped: this answer was not finished. Ask again whenever you like.*"
 DENIED = "Access denied: wrong or missing admin token."
 SIGN_IN_FIRST = "Sign in as an operator (top of the page) to see this."
-NO_TOKEN = "disabled: set GUARDRAG_ADMIN_TOKEN to enable it."
+#: The trusted local demo's one rule (no admin token): a visitor sees why *their own* answers
+#: were given; what reaches beyond their session (every request's audit record, listing,
+#: browsing and changing knowledge bases) needs an operator. Banner, tabs and README say it.
+DEMO_RULE = (
+    "**Local demo, no operator configured.** The *Why?* panel under the chat explains your "
+    "own answers. The Audit and Knowledge base tabs need an operator: set "
+    "`GUARDRAG_ADMIN_TOKEN`, restart, and sign in at the top of the page."
+)
+NEEDS_OPERATOR = (
+    "This tab needs an operator: set `GUARDRAG_ADMIN_TOKEN`, restart, and sign in at the top "
+    "of the page. From a shell meanwhile: {commands}."
+)
 TOO_LONG = "This answer is too long to show here; please open the source below."
 UPLOAD_TYPES = (".json", ".jsonl", ".csv", ".md", ".txt", ".pdf", ".html", ".htm", ".docx")
 ALL = "all"
@@ -134,23 +145,40 @@ def why_markdown(result: Result | None) -> str:
     if result.refusal is not None:
         r = result.refusal
         lines.append(f"**Refused**: `{r.reason.value}` ({r.kind}, at `{r.stage}`)")
+        lines.extend(_rule_line(result, r.stage))
     else:
         lines.append(f"**Answered**: `{result.route}` · confidence {result.confidence:.2f}")
     for decision in result.trail:
         if decision.node == "contextualize" and decision.detail.get("standalone"):
             standalone = escape_text(str(decision.detail["standalone"]))
             lines.append(f"**Follow-up rewritten as**: {standalone}")
-        if decision.node == "rerank" and decision.detail.get("top"):
-            top = ", ".join(
-                f"`{escape_text(str(t.get('source_id')))}` {t.get('score')}"
-                for t in decision.detail["top"]
-            )
-            lines.append(f"**Passages considered** (fused score): {top}")
+    ranked = [d for d in result.trail if d.node == "rerank" and d.detail.get("top")]
+    if ranked:  # the last ranking only: after a rephrase, the one the decision was made on
+        top = ", ".join(
+            f"`{escape_text(str(t.get('source_id')))}` {t.get('score')}"
+            for t in ranked[-1].detail["top"]
+        )
+        lines.append(f"**Passages considered** (fused score): {top}")
     if result.citations:
         cited = ", ".join(f"`{escape_text(c.source_id)}` {c.score}" for c in result.citations)
         lines.append(f"**Cited**: {cited}")
     lines.append(f"{result.latency_ms:.0f} ms · request `{escape_text(result.request_id)}`")
     return "  \n".join(lines)
+
+
+def _rule_line(result: Result, stage: str) -> list[str]:
+    """The rule that refused, in the refusing stage's own words, with its score against its
+    threshold (empty when that stage left no reason)."""
+    decisions = [d for d in result.trail if d.node == stage and d.verdict != "pass"]
+    if not decisions or not decisions[-1].reason:
+        return []
+    d = decisions[-1]
+    measured = (
+        f" (score {d.score:.3f} against threshold {d.threshold:.3f})"
+        if d.score is not None and d.threshold is not None
+        else ""
+    )
+    return [f"**Rule**: {escape_text(d.reason)}{measured}"]
 
 
 def token_ok(expected: SecretStr | None, given: str | None) -> bool:

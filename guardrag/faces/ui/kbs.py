@@ -23,7 +23,7 @@ from guardrag.faces.ui.common import (
     DENIED,
     ENTRY_HEADERS,
     KB_HEADERS,
-    NO_TOKEN,
+    NEEDS_OPERATOR,
     QUARANTINE_HEADERS,
     SAFE_NAME,
     SIGN_IN_FIRST,
@@ -136,6 +136,8 @@ def ingest_upload(
     try:
         if not token_ok(bot.settings.admin_token, token):
             return DENIED
+        if not kb.strip():
+            raise IngestError("name the knowledge base first (a new name, or one to add to)")
         limits = IngestLimits.from_settings(bot.settings)
         kb = validate_kb_name(kb.strip(), "Knowledge base name")
         file = stage_upload(bot.settings, kb, check_upload(path, bot.settings.upload_max_bytes))
@@ -167,6 +169,10 @@ def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], 
     """The tab; returns its refresh (for the page load): (status, KB table, quarantine,
     browser's KB choices) as the store is now, or nothing without a sign-in."""
     settings = bot.settings
+    if settings.admin_token is None:
+        commands = "`guardrag kbs`, `guardrag ingest FILE --kb NAME`"
+        gr.Markdown(NEEDS_OPERATOR.format(commands=commands), elem_id="kb-access")
+        return lambda session: ()
     status = gr.Markdown(SIGN_IN_FIRST, elem_id="kb-access")
     table = gr.Dataframe(
         headers=KB_HEADERS, datatype="markdown", label="Knowledge bases", elem_id="kb-table"
@@ -217,15 +223,16 @@ def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], 
         f"**Ingest a file** ({', '.join(UPLOAD_TYPES)}; at most "
         f"{settings.upload_max_bytes // 1000} kB). Re-uploading a file updates its entries."
     )
-    if settings.admin_token is None:
-        gr.Markdown(f"Upload is {NO_TOKEN}", elem_id="upload-disabled")
-        return refresh
     with gr.Row():
         file = gr.File(
             label="FAQ or document file", file_types=list(UPLOAD_TYPES), elem_id="kb-file"
         )
         with gr.Column():
-            kb = gr.Textbox(settings.default_kb, label="Knowledge base name", elem_id="kb-name")
+            kb = gr.Textbox(  # no default: a gym FAQ must not land in the e-wallet KB unasked
+                label="Knowledge base name",
+                placeholder="a new name, or an existing KB to add to",
+                elem_id="kb-name",
+            )
             description = gr.Textbox(label="Description (optional)")
             run = gr.Button("Ingest", variant="primary", elem_id="kb-ingest")
     result = gr.Markdown(elem_id="kb-status")
