@@ -63,6 +63,17 @@ JUDGE_USER = """Passage:
 
 Claim: {claim}"""
 
+PASSAGE_JUDGE_SYSTEM = """You decide whether reference passages answer a question. Reply with \
+the numbers of the passages that state the answer, for example "2" or "1, 3". Reply NONE if no \
+passage states it, or if they only mention the topic. Reply with nothing else."""
+
+PASSAGE_JUDGE_USER = """Question: {question}
+
+Passages:
+{passages}
+
+Which passages state the answer? Reply with their numbers or NONE."""
+
 PASSAGE_BLOCK = '<passage id="{number}">\n{text}\n</passage>'
 
 PROMPT_VERSION = hashlib.sha256(
@@ -80,6 +91,8 @@ PROMPT_VERSION = hashlib.sha256(
             REPHRASE_USER,
             JUDGE_SYSTEM,
             JUDGE_USER,
+            PASSAGE_JUDGE_SYSTEM,
+            PASSAGE_JUDGE_USER,
         )
     ).encode()
 ).hexdigest()[:12]

@@ -22,6 +22,7 @@ from guardrag.nodes.contextualize import contextualize
 from guardrag.nodes.exact_match import exact_match
 from guardrag.nodes.generate import generate
 from guardrag.nodes.ground import ground
+from guardrag.nodes.judge_passages import judge_passages
 from guardrag.nodes.moderate_input import moderate_input
 from guardrag.nodes.moderate_output import moderate_output
 from guardrag.nodes.refuse import refuse
@@ -42,6 +43,7 @@ NODES: dict[str, Node] = {
     "retrieve": retrieve,
     "rerank": rerank,
     "rephrase": rephrase,
+    "judge_passages": judge_passages,
     "generate": generate,
     "ground": ground,
     "moderate_output": moderate_output,

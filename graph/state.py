@@ -90,6 +90,7 @@ class PipelineState(InputState, total=False):
     kb_similarity: float
     candidates: list[Candidate]
     passages: list[Candidate]
+    passages_unsure: bool  # document passages past rerank without the question's words: judged
     draft: str
     answer: str
     route: Route | None

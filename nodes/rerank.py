@@ -295,7 +295,23 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         "top": top,
         **detail,
     }
-    if semantic < run.strong_semantic and evidence < run.min_evidence_coverage:
+    unsure = semantic < run.strong_semantic and evidence < run.min_evidence_coverage
+    if unsure and _judgeable(best, run, runtime):
+        decision = decide(
+            NODE,
+            "pass",
+            f"{name}: document passages lack the question's key terms; the model judges them",
+            evidence,
+            run.min_evidence_coverage,
+            **evidence_detail,
+        )
+        return {
+            "candidates": ranked,
+            "passages": passages,
+            "passages_unsure": True,
+            "trail": [decision],
+        }
+    if unsure:
         return _not_found(
             state,
             run,
@@ -510,3 +526,9 @@ def _may_generate(run: RunConfig, same_top: bool) -> bool:
     if run.faq_generation == "always":
         return True
     return run.faq_generation == "agreed" and same_top
+
+
+def _judgeable(best: Candidate, run: RunConfig, runtime: NodeRuntime) -> bool:
+    """Whether passages without the question's words may go to the model's judgement: document
+    passages (lay words rarely match a guideline's), with a model to judge and write."""
+    return not best.is_faq and run.use_llm and runtime.context.chat_model is not None

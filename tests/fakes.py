@@ -25,13 +25,16 @@ class ScriptedChatModel(BaseChatModel):
     `rephrase` asks have their own queue, `rephrasings`, and record, `rephrase_calls`; with none
     queued the model says the customer's message again with a plain lead-in ("Please tell me:
     ..."), a second wording that ranks like the first, so tests scripted for `generate` need not
-    know of it.
+    know of it. `judge_passages` asks likewise have `judgements` and `judge_calls`; with none
+    queued the judge chooses the first passage.
     """
 
     replies: list[str | Exception] = Field(default_factory=list)
     rephrasings: list[str | Exception] = Field(default_factory=list)
     calls: list[list[BaseMessage]] = Field(default_factory=list)
     rephrase_calls: list[list[BaseMessage]] = Field(default_factory=list)
+    judgements: list[str | Exception] = Field(default_factory=list)
+    judge_calls: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -48,6 +51,9 @@ class ScriptedChatModel(BaseChatModel):
             self.rephrase_calls.append(messages)
             asked = str(messages[-1].content).rpartition("Message: ")[2]
             reply = self.rephrasings.pop(0) if self.rephrasings else f"Please tell me: {asked}"
+        elif messages and messages[0].content == prompts.PASSAGE_JUDGE_SYSTEM:
+            self.judge_calls.append(messages)
+            reply = self.judgements.pop(0) if self.judgements else "1"
         else:
             self.calls.append(messages)
             if not self.replies:

@@ -220,7 +220,8 @@ def test_graph_has_every_stage_in_order(bot: Guardrag) -> None:
     assert set(NODES) <= set(drawn.nodes)  # every stage, plus START and END
     edges = {(e.source, e.target) for e in drawn.edges}
     assert (
-        ("rerank", "generate") in edges
+        ("rerank", "judge_passages") in edges
+        and ("judge_passages", "generate") in edges
         and ("rerank", "moderate_output") in edges
         and ("ground", "refuse") in edges
     )

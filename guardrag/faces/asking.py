@@ -43,6 +43,7 @@ _NEXT_STAGE: dict[str, Stage] = {
     "retrieve": "searching",
     "rephrase": "searching",
     "rerank": "drafting",
+    "judge_passages": "drafting",
     "generate": "verifying",
     "ground": "verifying",
     "moderate_output": "verifying",
