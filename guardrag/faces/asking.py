@@ -97,13 +97,13 @@ class Asked:
 
     def suggestions(self, limit: int = SUGGEST_MAX) -> list[str]:
         """Up to `limit` FAQ questions of the KB close to a not-found question ("Did you
-        mean ..."), best first; none after any other outcome."""
+        mean ..."), in the reranker's order (its best entry first, not the likeliest-worded
+        title); none after any other outcome."""
         refusal = self.result.refusal
         if refusal is None or refusal.reason not in SUGGEST_AFTER:
             return []
         found: list[str] = []
-        ranked = sorted(self.candidates, key=lambda c: -float(getattr(c, "dense", 0.0)))
-        for candidate in ranked:
+        for candidate in self.candidates:
             payload = getattr(candidate, "payload", {}) or {}
             title = str(payload.get("question") or "").strip()
             close = float(getattr(candidate, "dense", 0.0)) >= SUGGEST_MIN_SIMILARITY
