@@ -297,6 +297,13 @@ def test_mixed_answer_fails_on_its_bad_sentence(embedder: Embedder) -> None:
 # ------------------------------------------------------------------------------ citations
 
 
+def test_a_bracketed_year_copied_from_a_guideline_is_no_citation() -> None:
+    """Guidelines stamp recommendations "[2015]"; a draft that copies the stamp cites nothing."""
+    claims = split_claims("Offer an urgent chest X-ray within 2 weeks [1]. [2015]")
+    assert claims[0] == ("Offer an urgent chest X-ray within 2 weeks.", (1,))
+    assert all(cited in ((), (1,)) for _, cited in claims)
+
+
 def test_citation_to_a_missing_passage_fails_the_whole_answer(embedder: Embedder) -> None:
     report = check_grounding(
         "Withdrawals are free of charge [3]. Reloads by debit card are free [4].",

@@ -16,8 +16,10 @@ LEAD_IN_MAX_WORDS = 5
 
 # --- citations and splitting ---
 
-#: [1], [1,2], [1, 2], [1-3], [1;2]; adjacent brackets [1][2] are two matches.
-CITATION_RE = re.compile(r"\[\s*(\d+(?:\s*(?:,|;|-|–|and)\s*\d+)*)\s*\]")
+#: [1], [1,2], [1, 2], [1-3], [1;2]; adjacent brackets [1][2] are two matches. Passage numbers
+#: are small: a bracketed year copied from a guideline ("[2015]", when a recommendation was
+#: last updated) is text, not a citation.
+CITATION_RE = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:,|;|-|–|and)\s*\d{1,3})*)\s*\]")
 _CITATION_RANGE_RE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")
 #: Sentence end: terminal punctuation, closing quotes, then citations that belong to the sentence
 #: before ("... 5 days. [1] Next ...") and whitespace.
