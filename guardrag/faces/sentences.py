@@ -42,6 +42,32 @@ class Sentence(BaseModel):
     text: str
 
 
+#: Said after sentences were shown when the final reply does not continue them (the whole
+#: answer failed a later check, or was refused): what was shown no longer stands.
+WITHDRAWN_NOTE = (
+    "The text above is withdrawn: the whole answer did not pass the final checks. "
+    "The checked reply:"
+)
+
+
+def continuation(shown: str, final: str) -> tuple[str, bool]:
+    """What to send after `shown` so the reader ends with `final`: the rest of `final` when
+    it begins with `shown` (whitespace aside), else `final` after WITHDRAWN_NOTE. The flag
+    says whether what was shown is withdrawn."""
+    if not shown.strip():
+        return final, False
+    at = 0
+    for char in shown:
+        if char.isspace():
+            continue
+        while at < len(final) and final[at].isspace():
+            at += 1
+        if at >= len(final) or final[at] != char:
+            return f"\n\n*{WITHDRAWN_NOTE}*\n\n{final}", True
+        at += 1
+    return final[at:], False
+
+
 def _sentences(text: str) -> list[str]:
     return [s for line in text.splitlines() for s in split_sentences(line) if s.strip()]
 
