@@ -183,6 +183,7 @@ def test_continuation_withdraws_what_the_answer_does_not_continue() -> None:
         "\nIt takes a day [1].",
         False,
     )
+    assert continuation("It is free.", "It is free [2].\n\nSources") == ("\n\nSources", False)
     rest, withdrawn = continuation("It is free [1].", "I couldn't find an answer.")
     assert withdrawn and rest.endswith("I couldn't find an answer.") and WITHDRAWN_NOTE in rest
 
