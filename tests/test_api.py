@@ -685,3 +685,13 @@ def test_serve_leaves_the_ui_out_when_keys_guard_the_api() -> None:
     open_api, keyed = Settings(), Settings(api_keys=SCOPED)
     assert ui_enabled(open_api, None) and not ui_enabled(keyed, None)
     assert ui_enabled(keyed, True) and not ui_enabled(open_api, False)
+
+
+def test_serve_says_where_the_ui_is_or_why_not() -> None:
+    from guardrag.faces.cli.serve import ui_notice
+
+    base = "http://127.0.0.1:7860"
+    assert f"{base}/ui" in ui_notice(Settings(), True, 1, base)
+    keyed = ui_notice(Settings(api_key=SecretStr(KEY)), False, 1, base)
+    assert "not mounted" in keyed and "GUARDRAG_API_KEY" in keyed and "--ui" in keyed
+    assert "--workers 1" in ui_notice(Settings(), False, 2, base)

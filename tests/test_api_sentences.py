@@ -23,6 +23,7 @@ from guardrag.config import prompts
 from guardrag.config.settings import Settings
 from guardrag.faces.api import create_app
 from guardrag.faces.asking import STAGE_LABELS
+from guardrag.faces.sentences import WITHDRAWN_NOTE, continuation
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.chat import chat_turn
 from guardrag.graph.context import Services
@@ -174,3 +175,49 @@ def test_a_retried_draft_sends_nothing_of_either_attempt(
     assert [e for e, _ in events if e == "sentence"] == [], events
     generate = next(d for d in events[-1][1]["trail"] if d["node"] == "generate")
     assert generate["detail"]["retried_because"], generate
+
+
+def test_continuation_withdraws_what_the_answer_does_not_continue() -> None:
+    assert continuation("", "Yes.") == ("Yes.", False)
+    assert continuation("It is free [1].", "It is free [1].\nIt takes a day [1].") == (
+        "\nIt takes a day [1].",
+        False,
+    )
+    assert continuation("It is free.", "It is free [2].\n\nSources") == ("\n\nSources", False)
+    rest, withdrawn = continuation("It is free [1].", "I couldn't find an answer.")
+    assert withdrawn and rest.endswith("I couldn't find an answer.") and WITHDRAWN_NOTE in rest
+
+
+def test_shown_sentences_of_a_refused_draft_are_withdrawn(
+    client: TestClient, model: StreamingChatModel, grounded: list[str]
+) -> None:
+    """Sentences pass on their own, then the draft as a whole is refused: the final event
+    says what was shown is withdrawn."""
+    events = stream(client, model, f"{grounded[0]} {grounded[1]} NOT_IN_SOURCES.")
+    assert [d["text"] for e, d in events if e == "sentence"] == grounded[:1], events
+    final = events[-1][1]
+    assert final["outcome"] == "refused" and final["withdrawn"] is True
+
+
+def _completion_stream(client: TestClient, model: StreamingChatModel, draft: str) -> list[Any]:
+    model.replies.append(draft)
+    body = {"model": KB, "messages": [{"role": "user", "content": QUESTION}], "stream": True}
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    lines = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    return [json.loads(line) for line in lines if line != "[DONE]"]
+
+
+def test_chat_completions_stream_sends_verified_sentences_first(
+    client: TestClient, model: StreamingChatModel, grounded: list[str]
+) -> None:
+    chunks = _completion_stream(client, model, " ".join(grounded))
+    contents = [c["choices"][0]["delta"].get("content") or "" for c in chunks]
+    first = next(i for i, text in enumerate(contents) if text)
+    assert contents[first] == grounded[0]  # a verified sentence, not the finished answer
+    final = chunks[-1]["guardrag"]
+    assert final["withdrawn"] is False and final["outcome"] == "answered", final["trail"]
+    assert " ".join("".join(contents).split()).startswith(" ".join(final["answer"].split()))
+    refused = _completion_stream(client, model, f"{grounded[0]} {grounded[1]} NOT_IN_SOURCES.")
+    said = "".join(c["choices"][0]["delta"].get("content") or "" for c in refused)
+    assert refused[-1]["guardrag"]["withdrawn"] is True and WITHDRAWN_NOTE in said

@@ -14,6 +14,7 @@ citations, leave a remark out, or refuse the draft as a whole, and the faces the
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,6 +41,48 @@ class Sentence(BaseModel):
 
     index: int
     text: str
+
+
+_CITATION = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+#: Said after sentences were shown when the final reply does not continue them (the whole
+#: answer failed a later check, or was refused): what was shown no longer stands.
+WITHDRAWN_NOTE = (
+    "The text above is withdrawn: the whole answer did not pass the final checks. "
+    "The checked reply:"
+)
+
+
+def continuation(shown: str, final: str) -> tuple[str, bool]:
+    """What to send after `shown` so the reader ends with `final`: the rest of `final` when
+    it begins with `shown` (whitespace and citation markers aside: `ground` may add or
+    renumber them), else `final` after WITHDRAWN_NOTE. The flag says whether what was shown
+    is withdrawn."""
+    if not shown.strip():
+        return final, False
+    bare = _CITATION.sub("", shown)
+    at = 0
+    for char in bare:
+        if char.isspace():
+            continue
+        at = _skip(final, at)
+        if at >= len(final) or final[at] != char:
+            return f"\n\n*{WITHDRAWN_NOTE}*\n\n{final}", True
+        at += 1
+    return final[at:], False
+
+
+def _skip(text: str, at: int) -> int:
+    """The position of the next character of `text` from `at` that is neither whitespace nor
+    part of a citation marker."""
+    while at < len(text):
+        marker = _CITATION.match(text, at)
+        if marker:
+            at = marker.end()
+        elif text[at].isspace():
+            at += 1
+        else:
+            break
+    return at
 
 
 def _sentences(text: str) -> list[str]:

@@ -21,7 +21,7 @@ from guardrag.faces.api.bodies import NOT_FOUND, AskRequest, ErrorBody, KBName
 from guardrag.faces.api.middleware import request_id
 from guardrag.faces.api.stream import SSEResponse, pump, sse
 from guardrag.faces.asking import Asked, Progress, ask_with_progress, ensure_audited
-from guardrag.faces.sentences import Sentence
+from guardrag.faces.sentences import Sentence, continuation
 from guardrag.faces.service import Guardrag
 from guardrag.faces.views import KBSummary, RecentResults, answer_chunks, kb_summaries
 
@@ -100,10 +100,16 @@ def finish(bot: Guardrag, recent: RecentResults, result: Result, kb: str = "") -
     ensure_audited(bot, result)
 
 
-def result_events(result: Result) -> list[bytes]:
-    """`token` events with the answer in pieces, then one `final` event with the whole result."""
+def result_events(result: Result, shown: list[str] | None = None) -> list[bytes]:
+    """`token` events with the answer in pieces, then one `final` event with the whole result;
+    after `shown` sentences, the final event also says whether they were `withdrawn` (the
+    answer does not continue them: a later check failed, or it was refused)."""
     tokens = [sse("token", json.dumps({"text": piece})) for piece in answer_chunks(result.answer)]
-    return [*tokens, sse("final", result.model_dump_json(), result.request_id)]
+    final = result.model_dump_json()
+    if shown:
+        _, withdrawn = continuation(" ".join(shown), result.answer)
+        final = json.dumps({**json.loads(final), "withdrawn": withdrawn})
+    return [*tokens, sse("final", final, result.request_id)]
 
 
 def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
@@ -146,11 +152,13 @@ def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
             )
 
         async def events() -> AsyncIterator[bytes]:
+            shown: list[str] = []
             async for item in pump(work):
                 if isinstance(item, Progress):
                     yield sse("progress", item.model_dump_json())
                     continue
                 if isinstance(item, Sentence):
+                    shown.append(item.text)
                     yield sse("sentence", item.model_dump_json())
                     continue
                 if isinstance(item, BaseException):
@@ -166,7 +174,7 @@ def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
                 except AuditUnavailable as exc:
                     yield sse("error", ErrorBody(detail=str(exc), request_id=rid).model_dump_json())
                     return
-                for event in result_events(result):
+                for event in result_events(result, shown):
                     yield event
 
         return SSEResponse(events())

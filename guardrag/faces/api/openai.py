@@ -34,7 +34,7 @@ from guardrag.faces.api.bodies import NOT_FOUND
 from guardrag.faces.api.middleware import request_id
 from guardrag.faces.api.stream import SSEResponse, pump
 from guardrag.faces.asking import Asked, Progress, ask_with_progress
-from guardrag.faces.sentences import Sentence
+from guardrag.faces.sentences import Sentence, continuation
 from guardrag.faces.service import Guardrag
 from guardrag.faces.views import RecentResults, answer_chunks, citation_lines, kb_summaries
 
@@ -83,6 +83,11 @@ class GuardragExtension(Result):
 
     suggestions: list[str] = Field(
         default_factory=list, description="FAQ questions of the KB close to a not-found question."
+    )
+    withdrawn: bool = Field(
+        False,
+        description="Streaming only: verified sentences were sent while the model wrote, but "
+        "the whole answer then failed a final check; the content says so and gives the reply.",
     )
 
 
@@ -209,9 +214,13 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
         bot.threads.graph.update_state(config, {"history": turns}, as_node="respond")
         return kb, question, thread
 
-    def run(kb: str, question: str, thread: str | None, emit: Any = None) -> Asked:
+    def run(
+        kb: str, question: str, thread: str | None, emit: Any = None, sentences: Any = None
+    ) -> Asked:
         try:
-            return ask_with_progress(bot, question, kb, thread_id=thread, on_progress=emit)
+            return ask_with_progress(
+                bot, question, kb, thread_id=thread, on_progress=emit, on_sentence=sentences
+            )
         finally:
             if thread is not None:  # the conversation lives in the client's `messages`
                 bot.threads.forget(thread)
@@ -255,11 +264,15 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
         checked answer in pieces, a last chunk carrying the `guardrag` result, and [DONE]."""
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         yield _chunk(completion_id, kb, {"role": "assistant", "content": ""})
-        async for item in pump(lambda emit: run(kb, question, thread, emit)):
+        shown = ""
+        async for item in pump(lambda emit: run(kb, question, thread, emit, emit)):
             if isinstance(item, Progress):
                 yield f": {item.stage} {item.label}\n\n".encode()
                 continue
-            if isinstance(item, Sentence):  # not asked for: content must equal the final answer
+            if isinstance(item, Sentence):  # verified on its own while the model writes
+                piece = f" {item.text}" if shown else item.text
+                shown += piece
+                yield _chunk(completion_id, kb, {"content": piece})
                 continue
             if isinstance(item, BaseException):
                 rid = request_id(request.scope)
@@ -273,9 +286,11 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
                 error = {"message": str(exc), "type": "server_error", "code": "audit_unavailable"}
                 yield f"data: {json.dumps({'error': error})}\n\n".encode()
                 return
-            for piece in answer_chunks(content_of(item.result)):
+            rest, withdrawn = continuation(shown, content_of(item.result))
+            for piece in answer_chunks(rest):
                 yield _chunk(completion_id, kb, {"content": piece})
-            extra: dict[str, Any] = {"guardrag": extension(item).model_dump(mode="json")}
+            final = extension(item).model_copy(update={"withdrawn": withdrawn})
+            extra: dict[str, Any] = {"guardrag": final.model_dump(mode="json")}
             yield _chunk(completion_id, kb, {}, finish="stop", **extra)
             if (body.stream_options or {}).get("include_usage"):
                 usage = _usage(item.result).model_dump()

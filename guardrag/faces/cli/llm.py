@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -98,26 +99,66 @@ def start() -> None:
     problem = local_llm.install_problem(settings)
     if problem:
         raise _fail(f"{problem}; run `make llm` (or `guardrag llm install`) first")
-    directory = local_llm.state_dir(settings)
-    state = supervisor.read_state(directory)
-    if state and supervisor.pid_alive(state.pid) and supervisor.healthy(state.base_url):
+    state = running(settings)
+    if state is not None:
         typer.echo(f"already running at {state.base_url} (pid {state.pid})")
         return
+    try:
+        start_in_background(settings, typer.echo)
+    except supervisor.LocalServerError as exc:
+        raise _fail(str(exc)) from None
+
+
+def running(settings: Settings) -> supervisor.ServerState | None:
+    """The local model server of this data dir when it is up and answering, else None."""
+    state = supervisor.read_state(local_llm.state_dir(settings))
+    if state and supervisor.pid_alive(state.pid) and supervisor.healthy(state.base_url):
+        return state
+    return None
+
+
+def start_in_background(settings: Settings, echo: Callable[[str], Any]) -> None:
+    """Start the local model's supervisor as its own session, so the server outlives this
+    command; wait until it answers (LocalServerError when it does not)."""
+    directory = local_llm.state_dir(settings)
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "supervisor.log"
     with log_path.open("ab") as log_file:
         proc = local_llm.spawn_supervisor(log_file)
-    typer.echo(f"starting {settings.llm_local_model} (log {directory / 'server.log'}) ...")
+    echo(f"starting {settings.llm_local_model} (log {directory / 'server.log'}) ...")
     deadline = time.monotonic() + settings.llm_start_timeout_s + 15
     while time.monotonic() < deadline:
-        state = supervisor.read_state(directory)
-        if state and supervisor.pid_alive(state.pid) and supervisor.healthy(state.base_url):
-            typer.echo(f"local model server up at {state.base_url} (supervisor pid {proc.pid})")
+        state = running(settings)
+        if state is not None:
+            echo(f"local model server up at {state.base_url} (supervisor pid {proc.pid})")
             return
         if proc.poll() is not None:
-            raise _fail(f"the supervisor exited with code {proc.returncode}; see {log_path}")
+            raise supervisor.LocalServerError(
+                f"the supervisor exited with code {proc.returncode}; see {log_path}"
+            )
         time.sleep(0.5)
-    raise _fail(f"the local model server did not come up; see {log_path}")
+    raise supervisor.LocalServerError(f"the local model server did not come up; see {log_path}")
+
+
+def keep_local_model(settings: Settings) -> None:
+    """For a command that asks the bundled model: reuse the server running for this data dir
+    (`guardrag llm start`, `make run`, `guardrag serve`); with none, start one in the
+    background and leave it up for the next command. Quiet when there is nothing to do; a
+    failure is left to the pipeline, which refuses llm_unavailable and says why."""
+    if settings.llm_base_url or not settings.llm_local or local_llm.install_problem(settings):
+        return
+    if running(settings) is not None:
+        return
+
+    def say(line: str) -> None:
+        typer.echo(f"guardrag: {line}", err=True)
+
+    try:
+        start_in_background(settings, say)
+    except supervisor.LocalServerError as exc:
+        say(f"could not start the local model in the background: {exc}")
+        return
+    say("it stays up for the next commands; `guardrag llm stop` stops it")
 
 
 @llm_app.command()

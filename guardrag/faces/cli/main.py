@@ -19,7 +19,7 @@ from guardrag.core.audit.logs import configure_json_logging
 from guardrag.core.jsonl import read_objects
 from guardrag.faces.cli.audit import audit_app
 from guardrag.faces.cli.eval import eval_command
-from guardrag.faces.cli.llm import llm_app
+from guardrag.faces.cli.llm import keep_local_model, llm_app
 from guardrag.faces.cli.quarantine import quarantine_app
 from guardrag.faces.cli.serve import serve
 from guardrag.faces.startup import pause, resume
@@ -164,12 +164,28 @@ def ask(
         str | None,
         typer.Option(help="Conversation id: follow-ups are understood from its earlier turns."),
     ] = None,
+    keep_model: Annotated[
+        bool,
+        typer.Option(
+            help="With the bundled model, leave a server this command had to start running "
+            "for the next commands (`guardrag llm stop` stops it); --no-keep-model stops it "
+            "on exit."
+        ),
+    ] = True,
 ) -> None:
-    """Answer one question (or refuse it, with the reason)."""
+    """Answer one question (or refuse it, with the reason).
+
+    The chat model is GUARDRAG_LLM_BASE_URL's when set. Otherwise it is the bundled local
+    model's server for this data dir: the one `guardrag llm start`, `make run` or `guardrag
+    serve` runs, or, with none running, one started now and left running, so the next
+    `ask` answers without loading the model again.
+    """
     from guardrag.faces.service import Guardrag  # lazy: the pipeline loads only to answer
     from guardrag.faces.threads import validate_thread_id  # lazy: with the pipeline
 
     thread_id = None if thread is None else validate_thread_id(thread)
+    if keep_model:
+        keep_local_model(load_settings())
     bot = Guardrag.from_settings(source="cli")
     resume()
     try:

@@ -41,6 +41,27 @@ def ui_enabled(settings: Settings, ui: bool | None) -> bool:
     return not settings.key_scopes()
 
 
+def ui_notice(settings: Settings, with_ui: bool, workers: int, base_url: str) -> str:
+    """One console line at start-up: where the UI is, or why it is not mounted and how to
+    have it."""
+    if with_ui:
+        return f"guardrag: the UI is at {base_url}/ui (the API at {base_url}/v1, docs at /docs)"
+    if workers > 1:
+        return (
+            f"guardrag: the UI is not mounted: it keeps each browser session in one process and "
+            f"--workers is {workers}. Serve it with --workers 1, or alone with `python app.py`."
+        )
+    if settings.key_scopes():
+        return (
+            "guardrag: the UI is not mounted at /ui because API keys are set "
+            "(GUARDRAG_API_KEY/GUARDRAG_API_KEYS): it would answer on every KB for anyone who "
+            "reaches it. To have both, add --ui (the UI then needs no key; set "
+            "GUARDRAG_ADMIN_TOKEN for its operator views), or run the UI on its own on "
+            "127.0.0.1 with `python app.py`."
+        )
+    return "guardrag: the UI is not mounted (--no-ui)"
+
+
 def is_loopback(host: str) -> bool:
     """127.0.0.0/8, ::1 and `localhost`: reachable from this machine only."""
     if host == "localhost":
@@ -151,14 +172,15 @@ def serve(
     bind = host or settings.host
     check_open_api(settings, bind, insecure_open)
     with_ui = check_workers(settings, workers, ui)
-    if not with_ui and ui is None:
-        log.info("the UI is not mounted (API keys are configured, or several workers)")
     options: dict[str, Any] = {
         "host": bind,
         "port": port or settings.port,
         "server_header": False,
         "log_level": "info",
     }
+    shown_host = f"[{bind}]" if ":" in bind else bind
+    base_url = f"http://{shown_host}:{options['port']}"
+    typer.echo(ui_notice(settings, with_ui, workers, base_url), err=True)
     if workers > 1:
         os.environ[_UI_ENV] = "0"
         if not settings.qdrant_url and settings.edge_source_dir is None:

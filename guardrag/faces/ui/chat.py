@@ -25,7 +25,7 @@ from guardrag.contract import Result
 from guardrag.core.audit import AuditUnavailable
 from guardrag.core.store import IndexUnavailable
 from guardrag.faces.asking import Asked, Progress, ask_with_progress, ensure_audited
-from guardrag.faces.sentences import Sentence
+from guardrag.faces.sentences import WITHDRAWN_NOTE, Sentence, continuation
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.common import (
@@ -157,7 +157,8 @@ def chat_turn(
                 text += piece
                 yield _say(history, escape_text(text)), KEEP, shown, rows, ids, why
                 time.sleep(delay_s)
-        yield _final(history, result, item.suggestions(), max_bytes), KEEP, shown, rows, ids, why
+        final = _final(history, result, item.suggestions(), max_bytes, sentences)
+        yield final, KEEP, shown, rows, ids, why
         return
 
 
@@ -184,9 +185,18 @@ def stopped(history: list[Message] | None) -> list[Message]:
 
 
 def _final(
-    history: list[Message], result: Result, suggestions: list[str], max_bytes: int
+    history: list[Message],
+    result: Result,
+    suggestions: list[str],
+    max_bytes: int,
+    sentences: list[str] | None = None,
 ) -> list[Message]:
+    """The finished reply; after sentences shown while the model wrote that the final reply
+    does not continue (a later check failed, or it was refused), a note that they are
+    withdrawn comes first."""
     content = format_result(result, max_bytes)
+    if sentences and continuation(" ".join(sentences), answer_text(result))[1]:
+        content = f"*{WITHDRAWN_NOTE}*\n\n{content}"
     if not suggestions:
         return _say(history, content)
     options = [{"label": s, "value": s} for s in suggestions]
