@@ -2,6 +2,7 @@
 the learned injection classifier's deciding score, on the visible sets.
 
     .venv/bin/python scripts/guard_curve.py [--requests alpaca_eval.json] [--rules]
+    .venv/bin/python scripts/guard_curve.py --questions   # real questions refused as blocked
 
 Every row of a set is read once by the whole input guard without its learned classifier (the
 rules and the semantic detector) and once by the classifier alone (its deciding score: MPNet's
@@ -16,6 +17,11 @@ unsafe, our red-team attacks; benign: deepset benign (train, test), XSTest safe,
 benign and customer-wording questions, our benign requests (datasets/redteam/
 benign_requests.jsonl, in the fit) and every `--requests` file (e.g. AlpacaEval's 805
 instructions, in the fit when it was given to scripts/fit_guards.py).
+
+`--questions` instead counts the real questions the whole input guard refuses (kind
+`blocked`, every one a false alarm): our golden sets (all but their adversarial rows) and FAQ
+questions, TNGD's and GuidelineIQ's, and the shared FAQ sets' entries and queries (covidfaq
+is held out: a check, never a tuning set).
 """
 
 from __future__ import annotations
@@ -78,17 +84,53 @@ def visible_sets(requests: list[Path]) -> dict[str, tuple[bool, list[str]]]:
     return sets
 
 
-def deciding_score(guard: InputGuard, text: str) -> float:
+def question_sets() -> dict[str, list[str]]:
+    """name -> real questions that must never be refused as attacks."""
+    root, data = data_dir(), REPO / "datasets"
+    sets: dict[str, list[str]] = {}
+    for name in ("ewallet", "telco", "gym", "courier", "insurance_docs"):
+        golden = jsonl(data / name / "golden.jsonl")
+        sets[f"golden {name}"] = [str(r["question"]) for r in golden if r["group"] != "adversarial"]
+        if (data / name / "faq.jsonl").exists():
+            sets[f"faq {name}"] = [str(r["question"]) for r in jsonl(data / name / "faq.jsonl")]
+    tngd = root / "seeds" / "tngd-faq"
+    if tngd.exists():
+        rows = jsonl(tngd / "golden_set.jsonl")
+        sets["tngd"] = [str(r["query"]) for r in rows if r.get("group") in {"retrieval", "abstain"}]
+        sets["tngd"] += [str(e["question"]) for e in json.loads((tngd / "sample.json").read_text())]
+    giq = root / "seeds" / "guideline-iq" / "golden.jsonl"
+    if giq.exists():
+        sets["guideline-iq"] = [str(r["query"]) for r in jsonl(giq)]
+    for folder in sorted((root / "faq").glob("*")) if (root / "faq").exists() else []:
+        for part in ("kb", "queries"):
+            if (folder / f"{part}.jsonl").exists():
+                rows = jsonl(folder / f"{part}.jsonl")
+                sets[f"{folder.name} {part}"] = [str(r["question"]) for r in rows]
+    return sets
+
+
+def count_blocked(guard: InputGuard) -> None:
+    """Real questions refused by the whole input guard, per set, with the rule."""
+    for name, texts in question_sets().items():
+        found = [(t, f) for t in texts if (f := guard.check(t, 100_000)) is not None]
+        print(f"  {name:<34} blocked {len(found)}/{len(texts)}")
+        for text, f in found:
+            print(f"    [{f.rule} {f.score:.2f}] {' '.join(text.split())[:110]}")
+
+
+def deciding_score(guard: InputGuard, text: str, vector: np.ndarray) -> float:
     """The learned classifier's score that decides, on the normalised text: MPNet's when
     MiniLM's reaches the band (the reader installed), else MiniLM's if it reaches its own
     threshold without a reader, else 0 (a pass at every threshold)."""
     learned = guard.semantic.learned if guard.semantic is not None else None
     if learned is None:
         return 0.0
-    text = normalize(text).text
-    if _ASKS_FOR_ADVICE.match(text):
+    norm = normalize(text).text
+    if _ASKS_FOR_ADVICE.match(norm):
         return 0.0
-    vector = np.asarray(learned.embedder.embed([text])[0], dtype=np.float32)
+    if norm != text:
+        vector = np.asarray(learned.embedder.embed([norm])[0], dtype=np.float32)
+    text = norm
     first = max(s for s, _ in learned.scores(text, vector))
     if learned.reader is None:
         return first
@@ -103,20 +145,20 @@ def read_sets(
     """name -> [(rule of the rest of the guard or None, deciding score)] per row."""
     out: dict[str, list[tuple[str | None, float]]] = {}
     learned = guard.semantic.learned if guard.semantic is not None else None
-    if learned is not None:  # the rest of the guard: the classifier never refuses itself
-        learned.detect = lambda norm, vector=None: None  # type: ignore[method-assign]
+    if learned is None:
+        sys.exit("the input guard has no learned classifier")
+    # the rest of the guard: the classifier never refuses itself
+    learned.detect = lambda norm, vector=None: None  # type: ignore[method-assign]
     try:
         for name, (_, texts) in sets.items():
-            out[name] = [
-                (
-                    found.rule if (found := guard.check(t, 100_000)) else None,
-                    deciding_score(guard, t),
-                )
-                for t in texts
-            ]
+            rows = []
+            for text in texts:
+                vector = np.asarray(learned.embedder.embed([text])[0], dtype=np.float32)
+                found = guard.check(text, 100_000, vector=vector)
+                rows.append((found.rule if found else None, deciding_score(guard, text, vector)))
+            out[name] = rows
     finally:
-        if learned is not None:
-            del learned.detect
+        del learned.detect
     return out
 
 
@@ -146,8 +188,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=Path, action="append", default=[])
     parser.add_argument("--rules", action="store_true", help="which rule refused benign rows")
+    parser.add_argument("--questions", action="store_true", help="real questions blocked")
     args = parser.parse_args()
     guard = InputGuard(via_guardrails=False)
+    if args.questions:
+        count_blocked(guard)
+        return
     learned = guard.semantic.learned if guard.semantic is not None else None
     shipped = 1.01
     if learned is not None:

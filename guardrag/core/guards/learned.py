@@ -4,9 +4,14 @@ fit offline (`scripts/fit_guards.py`) and shipped as weights next to this module
 `injection_model.npz` scores a customer message (the input guard): the question's vector plus
 its word uni- and bigrams, fit on the train split of deepset/prompt-injections and our own
 data (red-team attacks vs. our FAQ, golden and red-team benign questions, greetings and
-off-topic requests, which belong to the domain gate, not to this guard). Its threshold is the
-lowest that kept the out-of-fold false positives of the fit under 1% (English off-topic
-questions) and 0.5% (customer questions). The held-out test split is only ever reported.
+off-topic requests, which belong to the domain gate, not to this guard). Its positive label
+is an attempt on the assistant itself (override or reveal its instructions, change its role
+or rules, smuggle instructions for a model); benign requests the bot does not serve (write,
+summarise, role-play for a story, public instruction-following data) and role-framed real
+questions are negatives: they are out of domain or answerable, never attacks. Its threshold
+is the lowest that kept the out-of-fold false positives of the fit under 1% (English
+off-topic questions and benign requests) and 0.5% (customer questions). The held-out test
+split is only ever reported.
 
 A message longer than one sentence is also scored sentence by sentence (the maximum counts),
 so an instruction buried in a long benign paragraph is not averaged away.
