@@ -4,6 +4,12 @@
     .venv/bin/python scripts/fit_guards.py --passage  # only the passage model (reads the
                                                       # shipped injection model)
     .venv/bin/python scripts/fit_guards.py --dry-run  # fit and report only
+    .venv/bin/python scripts/fit_guards.py --requests alpaca_eval.json  # + benign requests
+
+`--requests FILE` (repeatable) adds public instruction-following data as benign requests: a
+JSON list or JSON lines of objects with `instruction` or `text` (AlpacaEval's
+`results/<model>/model_outputs.json` from github.com/tatsu-lab/alpaca_eval reads as is; its data
+is CC BY-NC 4.0, so it is read from where you put it and never copied into the project).
 
 The injection classifier (input guard) is fit on the TRAIN split of deepset/prompt-injections
 (../shared/data, or GUARDRAG_SHARED_DATA) and on our own data:
@@ -13,10 +19,14 @@ The injection classifier (input guard) is fit on the TRAIN split of deepset/prom
               (e-wallet, telco, gym, courier, insurance documents), TNGD's and GuidelineIQ's
               questions (tuning seeds: the compliance team's wording), red-team benign and
               customer-wording questions; benign exemplars; greetings and off-topic requests
-              (config/exemplars/domain.py: those belong to the domain gate); and the sentences
+              (config/exemplars/domain.py: those belong to the domain gate); benign requests:
+              writing, summarising, role-play for a story and role-framed real questions
+              (datasets/redteam/benign_requests.jsonl) and the `--requests` files (a request
+              the bot does not serve is out of domain, not an attack on it); and the sentences
               of every benign message longer than one (the detector scores them alone too)
 Every choice is made on 5-fold out-of-fold scores of that data: the threshold is the lowest
-with <= 1% of English deepset benign rows and <= 0.5% of our customer questions flagged;
+with <= 1% of English deepset benign rows, <= 0.5% of our customer questions and <= 1% of
+the benign requests flagged;
 among (l2, n-gram weight) the best out-of-fold recall on English injections wins (ties: the
 stronger l2). The TEST split is scored once, after the choice, and only reported.
 
@@ -102,6 +112,7 @@ MIN_DF = 3
 FOLDS = 5
 MAX_FP_OFFTOPIC = 0.01
 MAX_FP_CUSTOMER = 0.005
+MAX_FP_REQUESTS = 0.01
 
 
 def shared() -> Path:
@@ -113,32 +124,74 @@ def jsonl(path: Path) -> list[dict[str, object]]:
 
 
 class Example:
-    __slots__ = ("group", "label", "lang", "source", "text")
+    """One training message (or a sentence of one): `group` is what a false-positive cap
+    counts it under, `family` where it came from (the per-family report)."""
+
+    __slots__ = ("family", "group", "label", "lang", "source", "text")
 
     def __init__(
-        self, text: str, label: int, group: str, lang: str = "en", source: str = ""
+        self,
+        text: str,
+        label: int,
+        group: str,
+        lang: str = "en",
+        source: str = "",
+        family: str = "",
     ) -> None:
         self.text, self.label, self.group, self.lang = text, label, group, lang
         self.source = source or text  # the message a sentence was taken from (same fold)
+        self.family = family or group
 
 
-def training_data() -> tuple[list[Example], list[Example]]:
-    """(train, held-out deepset test) examples."""
+def read_requests(path: Path) -> list[str]:
+    """The instructions of a JSON list or JSON-lines file (`instruction` or `text` fields)."""
+    raw = path.read_text(encoding="utf-8").strip()
+    try:
+        items = (
+            json.loads(raw)
+            if raw.startswith("[")
+            else [json.loads(x) for x in raw.splitlines() if x.strip()]
+        )
+    except json.JSONDecodeError as exc:
+        sys.exit(f"{path}: not JSON or JSON lines ({exc})")
+    texts = [str(i.get("instruction") or i.get("text") or "") for i in items if isinstance(i, dict)]
+    texts = [t for t in dict.fromkeys(texts) if t.strip()]
+    if not texts:
+        sys.exit(f"{path}: no objects with an `instruction` or `text` field")
+    return texts
+
+
+def benign_requests(extra: list[Path]) -> list[Example]:
+    """Requests the bot does not serve, as benign examples: ours by family, and each
+    `--requests` file as a family named after it."""
+    ours = jsonl(REPO / "datasets" / "redteam" / "benign_requests.jsonl")
+    out = [Example(str(r["text"]), 0, "requests", family=f"requests:{r['family']}") for r in ours]
+    for path in extra:
+        out += [
+            Example(t, 0, "requests", family=f"requests:{path.stem}") for t in read_requests(path)
+        ]
+    return out
+
+
+def training_data(requests: list[Path] | None = None) -> tuple[list[Example], list[Example]]:
+    """(train, held-out deepset test) examples; `requests`: files of benign requests."""
     deepset = shared() / "adversarial" / "deepset_prompt_injections" / "labelled.jsonl"
     if not deepset.exists():
         sys.exit(f"{deepset} not found: the fit needs the deepset train split")
     train: list[Example] = []
     test: list[Example] = []
     for row in jsonl(deepset):
-        example = Example(str(row["text"]), int(row["label"]), "offtopic", str(row["lang"]))  # type: ignore[call-overload]
+        lang = str(row["lang"])
+        family = f"deepset:{lang if lang in ('en', 'de') else 'other'}"
+        example = Example(str(row["text"]), int(row["label"]), "offtopic", lang, family=family)  # type: ignore[call-overload]
         (train if row["split"] == "train" else test).append(example)
     data = REPO / "datasets"
     for row in jsonl(data / "redteam" / "attacks.jsonl"):
         if row["family"] in INJECTION_FAMILIES:
-            train.append(Example(str(row["text"]), 1, "ours", str(row["lang"])))
+            train.append(Example(str(row["text"]), 1, "ours", str(row["lang"]), family="redteam"))
     for family, (_, texts) in ATTACKS.items():
         if family in EXEMPLAR_FAMILIES:
-            train += [Example(t, 1, "ours") for t in texts]
+            train += [Example(t, 1, "ours", family="exemplars") for t in texts]
     customer = [str(r["question"]) for r in jsonl(data / "ewallet" / "faq.jsonl")]
     customer += [str(r["question"]) for r in jsonl(data / "telco" / "faq.jsonl")]
     for name in ("ewallet", "telco", "gym", "courier", "insurance_docs"):
@@ -158,11 +211,12 @@ def training_data() -> tuple[list[Example], list[Example]]:
     customer += [str(r["text"]) for r in jsonl(data / "redteam" / "customer_wording.jsonl")]
     customer += [*BENIGN, *GREETINGS, *OFF_TOPIC]
     train += [Example(t, 0, "customer") for t in customer]
+    train += benign_requests(requests or [])
     # The detector also scores each sentence of a longer message alone, so the sentences of a
     # benign message are benign examples too: "You were really helpful." before a question is
     # small talk, though alone it reads like the praise that opens a stacked injection.
     train += [
-        Example(part, 0, e.group, e.lang, e.text)
+        Example(part, 0, e.group, e.lang, e.text, e.family)
         for e in list(train)
         if e.label == 0
         for part in sentences(e.text)
@@ -244,7 +298,11 @@ class Folds:
             "train_digest": digest[:16],
             "l2": l2,
             "ngram_weight": weight,
-            "caps": {"offtopic_en": MAX_FP_OFFTOPIC, "customer": MAX_FP_CUSTOMER},
+            "caps": {
+                "offtopic_en": MAX_FP_OFFTOPIC,
+                "customer": MAX_FP_CUSTOMER,
+                "requests": MAX_FP_REQUESTS,
+            },
             **about,
         }
         beta = np.concatenate([fit.dense, fit.sparse, [fit.bias]])
@@ -259,20 +317,40 @@ def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
         [e.label == 0 and e.group == "offtopic" and e.lang == "en" for e in train]
     )
     customer = whole & np.array([e.group == "customer" for e in train])
+    requests = whole & np.array([e.group == "requests" for e in train])
     for threshold in np.round(np.arange(0.05, 0.995, 0.01), 2):
         if (
             np.mean(scores[offtopic] >= threshold) <= MAX_FP_OFFTOPIC
             and np.mean(scores[customer] >= threshold) <= MAX_FP_CUSTOMER
+            and (not requests.any() or np.mean(scores[requests] >= threshold) <= MAX_FP_REQUESTS)
         ):
             return float(threshold)
     return None
 
 
-def fit_injection(scorer: Scorer, data: Folds) -> tuple[LinearModel, np.ndarray]:
+def report_families(train: list[Example], flagged: np.ndarray) -> None:
+    """Out-of-fold flags per family, whole messages only: recall of each attack family, false
+    alarms of each benign one, and the precision of all flags."""
+    whole = np.array([e.source == e.text for e in train])
+    labels = np.array([e.label for e in train])
+    families = sorted({(e.label, e.family) for e in train}, key=lambda f: (-f[0], f[1]))
+    for label, family in families:
+        mine = whole & (labels == label) & np.array([e.family == family for e in train])
+        n, hit = int(mine.sum()), int(flagged[mine].sum())
+        what = "recall" if label else "false alarms"
+        print(f"    {family:<28} {what:<12} {hit:>4}/{n:<4} ({100 * hit / max(n, 1):.1f}%)")
+    tp = int((flagged & whole & (labels == 1)).sum())
+    fp = int((flagged & whole & (labels == 0)).sum())
+    print(f"    precision {tp}/{tp + fp} ({100 * tp / max(tp + fp, 1):.1f}%)")
+
+
+def fit_injection(
+    scorer: Scorer, data: Folds, grid: list[tuple[float, float]]
+) -> tuple[LinearModel, np.ndarray]:
     """MiniLM's classifier, and its out-of-fold scores (the second reader's band reads them)."""
     best: tuple[float, float, float, float] | None = None  # recall, l2, n-gram weight, threshold
     scores: dict[tuple[float, float], np.ndarray] = {}
-    for l2, weight in itertools.product(GRID_L2, GRID_NGRAM):
+    for l2, weight in grid:
         oof = scores[l2, weight] = data.oof(scorer, l2, weight)
         threshold = choose_threshold(oof, data.train)
         if threshold is None:
@@ -287,26 +365,34 @@ def fit_injection(scorer: Scorer, data: Folds) -> tuple[LinearModel, np.ndarray]
     if best is None:
         sys.exit("no configuration meets the false-positive caps")
     recall, l2, weight, threshold = best
+    print(f"  out of fold per family, l2 {l2} ngram {weight} threshold {threshold:.2f}:")
+    report_families(data.train, scores[l2, weight] >= threshold)
     model = data.final(scorer, l2, weight, threshold, {"oof_english_recall": round(recall, 4)})
     return model, scores[l2, weight]
 
 
 def fit_reader(
-    reader: Scorer, data: Folds, first: LinearModel, first_oof: np.ndarray
+    reader: Scorer,
+    data: Folds,
+    first: LinearModel,
+    first_oof: np.ndarray,
+    grid: list[tuple[float, float]],
 ) -> LinearModel:
     """MPNet's classifier and the band of MiniLM scores it decides: a message below the band
     passes, one at or above it is flagged when MPNet's score reaches the threshold. Chosen
     like MiniLM's: the best out-of-fold English recall under the same caps (ties: the stronger
     l2, then the higher band, which asks MPNet less often)."""
     best: tuple[float, float, float, float, float] | None = None
-    for l2, weight in itertools.product(GRID_L2, GRID_NGRAM):
+    flags: dict[tuple[float, float, float], np.ndarray] = {}
+    for l2, weight in grid:
         oof = data.oof(reader, l2, weight)
         for band in (b for b in GRID_BAND if b < first.threshold):
             asked = first_oof >= band
             threshold = choose_threshold(np.where(asked, oof, 0.0), data.train)
             if threshold is None:
                 continue
-            recall = data.recall(asked & (oof >= threshold))
+            flagged = flags[l2, weight, band] = asked & (oof >= threshold)
+            recall = data.recall(flagged)
             print(
                 f"  l2 {l2} ngram {weight} band {band}: threshold {threshold:.2f}, "
                 f"OOF English recall {recall:.3f}"
@@ -316,6 +402,8 @@ def fit_reader(
     if best is None:
         sys.exit("no second-reader configuration meets the false-positive caps")
     recall, l2, band, weight, threshold = best
+    print(f"  out of fold per family, MiniLM then MPNet, l2 {l2} ngram {weight} band {band}:")
+    report_families(data.train, flags[l2, weight, band])
     about = {"oof_english_recall": round(recall, 4), "band": band, "encoder": MPNET.name}
     return data.final(reader, l2, weight, threshold, about)
 
@@ -489,26 +577,48 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="report, write nothing")
     parser.add_argument("--passage", action="store_true", help="only the passage model")
     parser.add_argument("--verbose", action="store_true", help="every passage weight tried")
+    parser.add_argument(
+        "--requests",
+        type=Path,
+        action="append",
+        default=[],
+        help="JSON / JSON lines of benign requests (instruction or text), e.g. AlpacaEval's",
+    )
+    parser.add_argument("--no-passage", action="store_true", help="skip the passage model")
+    parser.add_argument(
+        "--shipped-grid",
+        action="store_true",
+        help="only the shipped models' (l2, n-gram weight): one setting instead of the grid",
+    )
     args = parser.parse_args()
+    missing = [str(p) for p in args.requests if not p.is_file()]
+    if missing:
+        sys.exit(f"--requests: no such file: {', '.join(missing)}")
     if args.passage:
         injection = LinearModel.load(INJECTION_MODEL)
     else:
-        train, test = training_data()
+        train, test = training_data(args.requests)
         data, scorer = Folds(train), Scorer()
+        grid = list(itertools.product(GRID_L2, GRID_NGRAM))
+        if args.shipped_grid:
+            shipped = LinearModel.load(INJECTION_MODEL).about
+            grid = [(float(shipped["l2"]), float(shipped["ngram_weight"]))]
         print("== injection classifier, MiniLM (5-fold grid on the train split and our data)")
-        injection, first_oof = fit_injection(scorer, data)
+        injection, first_oof = fit_injection(scorer, data, grid)
         print(f"  chosen: {injection.about}, threshold {injection.threshold:.2f}")
-        encoder, missing = installed_mpnet(Settings())
+        encoder, problem = installed_mpnet(Settings())
         if encoder is None:
-            sys.exit(f"the second reader needs all-mpnet-base-v2 (make llm): {missing}")
+            sys.exit(f"the second reader needs all-mpnet-base-v2 (make llm): {problem}")
         print("== its second reader, MPNet (the same folds; a band of MiniLM scores it decides)")
         mpnet = Scorer(encoder)
-        reader = fit_reader(mpnet, data, injection, first_oof)
+        reader = fit_reader(mpnet, data, injection, first_oof, grid)
         print(f"  chosen: {reader.about}, threshold {reader.threshold:.2f}")
         report_test(scorer, injection, test, (mpnet, reader))
         if not args.dry_run:
             print(f"  wrote {injection.save(INJECTION_MODEL)}")
             print(f"  wrote {reader.save(INJECTION_READER)}")
+    if args.no_passage:
+        return
     print("== passage model (leave-one-KB-out on our KBs, planted sentences)")
     passage = fit_passage(injection, args.verbose)
     if not args.dry_run:

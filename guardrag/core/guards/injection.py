@@ -272,12 +272,27 @@ CHAT_TEMPLATE = re.compile(
     r"override|update|alert|instructions?|prompt|command|mode))?\s*\]",
     _F,
 )
+# Changing the assistant itself: a new identity, rules or task for the bot ("you are now ...",
+# "from now on you ...", "new instructions:", "stay in character"). An attack on its own.
 ROLE_REASSIGN = re.compile(
     r"\b(?:you are|you're|ur|u r) now (?:an?|the|my|in|dan|called|named|no longer|free|"
     r"unrestricted|going to|acting|playing|operating|ready)\b|"
     r"\b(?:you|u)(?:'re| are| r) no longer (?:an?|the|my|just)\b|"
     r"\bfrom now on,?\s+(?:you|u|your)\s+(?:are|will|must|shall|should|have to|act|answer|"
     r"respond|reply|can|may|only|going)\b|"
+    r"\byou will (?:now )?be (?:an?|the|my) (?:\S+ )?(?:ai|assistant|bot|chatbot|persona|character|"
+    r"model|hacker)\b|"
+    r"\bsimulate (?:being|an?|the) (?:\S+\s+){0,2}?(?:ai|assistant|model|chatbot|bot|persona|"
+    r"character)\b|\bnew (?:instructions|rules|persona|role|system prompt|task)\s*:|"
+    r"\bstay in character\b|\b(?:respond|answer|reply|speak|talk) only (?:in|as|like) (?:a |an )?"
+    r"(?!malay\b|english\b|bahasa\b|chinese\b|mandarin\b|tamil\b)\w+ (?:speak|style|voice|mode)\b",
+    _F,
+)
+# A role-play or persona frame ("act as a travel agent", "pretend to be a pirate", "I want you
+# to act as a storyteller"): a request for work the bot does not serve, or a frame around a real
+# question, both judged on what they ask (out of domain, or answered). It is an attack only
+# with UNBOUND_PERSONA in the same text: a persona without rules, or one that hands out secrets.
+ROLE_PLAY = re.compile(
     r"\b(?:i want|i need|i'd like) (?:you|u) to (?:act|pretend|play|be|become|behave|roleplay|"
     r"role-play|respond as|answer as|simulate|imagine)\b|"
     r"\bpretend (?:you are|you're|that you are|that you're|you were|you have)\b|"
@@ -288,19 +303,32 @@ ROLE_REASSIGN = re.compile(
     r"\b(?:role-?play|roleplay) as\b|\b(?:role-?play|roleplay)\s*:|\bplay the (?:role|part) of\b|"
     r"\bact as (?:if|though) (?:you|u)\b|(?:^|[.!?\n]\s*)(?:please\s+)?act as (?:an?|the|my)\b|"
     r"\byou will (?:now )?(?:act|play|pretend|roleplay|respond as|answer as|become|simulate)\b|"
-    r"\byou will (?:now )?be (?:an?|the|my) (?:\S+ )?(?:ai|assistant|bot|chatbot|persona|character|"
-    r"model|hacker)\b|"
-    r"\bsimulate (?:being|an?|the) (?:\S+\s+){0,2}?(?:ai|assistant|model|chatbot|bot|persona|"
-    r"character)\b|\bnew (?:instructions|rules|persona|role|system prompt|task)\s*:|"
-    r"\bstay in character\b|\b(?:respond|answer|reply|speak|talk) only (?:in|as|like) (?:a |an )?"
-    r"(?!malay\b|english\b|bahasa\b|chinese\b|mandarin\b|tamil\b)\w+ (?:speak|style|voice|mode)\b",
+    r"\bimagine\s+(?:that\s+)?(?:you|u)\s+(?:are|were)\b|"
+    r"\b(?:you|u)\s+(?:are|r)\s+(?:role-?playing|roleplaying|playing)\s+(?:as|the role)\b",
+    _F,
+)
+# What makes a persona an attack on the assistant: no rules, ethics or filters, never refusing,
+# jailbroken, or a persona that reads out secrets (card numbers, the prompt, its rules).
+UNBOUND_PERSONA = re.compile(
+    r"\b(?:no|without|zero|free (?:of|from)|ignor\w*|bypass\w*|beyond|outside)\s+(?:any\s+|all\s+|"
+    r"the\s+|your\s+|its\s+|their\s+)?(?:ethics|ethical|morals?|moral|rules|restrictions?|limits?|"
+    r"limitations|filters?|guidelines|warnings?|censorship|boundaries|policies|safety|guardrails|"
+    r"content polic\w+)\b|\bjailbr(?:eak|ok)\w*|\bdiscuss anything\b|\bsays? anything\b|\b(?:amoral|unethical|unfiltered|uncensored|"
+    r"unrestricted|unbound|unlimited)\b|\bnever (?:refuses?|says? no|declines?|warns?)\b|"
+    r"\b(?:evil|malicious|criminal|corrupt|rogue)\b|\bhackers?\b|\bteach(?:es)? (?:me )?everything\b|"
+    r"\b(?:credit |debit )?card numbers\b|"
+    r"\b(?:system )?prompt\b|\byour (?:instructions|rules|guidelines)\b|\bdeveloper mode\b|"
+    r"\b(?:penggodam|tiada peraturan|tanpa (?:had|peraturan|sekatan|tapisan|etika))\b",
     _F,
 )
 MS_ROLE = re.compile(
     r"\b(?:anda|awak|kamu|engkau|kau) (?:kini|sekarang) (?:ialah|adalah|menjadi|seorang|bukan "
-    r"lagi)\b|\b(?:berlagak|berlakon) (?:sebagai|seperti|macam|menjadi)\b|\bberpura-?pura (?:menjadi|sebagai|jadi|"
-    r"bahawa)\b|\bmulai (?:sekarang|kini|hari ini),?\s+(?:anda|awak|kamu|engkau|kau)\b|"
-    r"\bmain(?:kan)? peranan(?: sebagai)?\b",
+    r"lagi)\b|\bmulai (?:sekarang|kini|hari ini),?\s+(?:anda|awak|kamu|engkau|kau)\b",
+    _F,
+)
+MS_ROLE_PLAY = re.compile(
+    r"\b(?:berlagak|berlakon) (?:sebagai|seperti|macam|menjadi)\b|\bberpura-?pura (?:menjadi|"
+    r"sebagai|jadi|bahawa)\b|\bmain(?:kan)? peranan(?: sebagai)?\b",
     _F,
 )
 
@@ -360,6 +388,8 @@ RULES: tuple[Rule, ...] = (
     Rule("injection.authority_claim", AUTHORITY_CLAIM),
     Rule("injection.role_reassignment", ROLE_REASSIGN),
     Rule("injection.role_reassignment_ms", MS_ROLE),
+    Rule("injection.role_reassignment", ROLE_PLAY, requires=UNBOUND_PERSONA),
+    Rule("injection.role_reassignment_ms", MS_ROLE_PLAY, requires=UNBOUND_PERSONA),
     Rule("injection.output_hijack", OUTPUT_HIJACK),
     Rule("injection.encoded_instruction", ENCODED_INSTRUCTION),
     Rule("injection.code_payload", CODE_PAYLOAD, weight=0.8),

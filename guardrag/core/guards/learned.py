@@ -4,9 +4,14 @@ fit offline (`scripts/fit_guards.py`) and shipped as weights next to this module
 `injection_model.npz` scores a customer message (the input guard): the question's vector plus
 its word uni- and bigrams, fit on the train split of deepset/prompt-injections and our own
 data (red-team attacks vs. our FAQ, golden and red-team benign questions, greetings and
-off-topic requests, which belong to the domain gate, not to this guard). Its threshold is the
-lowest that kept the out-of-fold false positives of the fit under 1% (English off-topic
-questions) and 0.5% (customer questions). The held-out test split is only ever reported.
+off-topic requests, which belong to the domain gate, not to this guard). Its positive label
+is an attempt on the assistant itself (override or reveal its instructions, change its role
+or rules, smuggle instructions for a model); benign requests the bot does not serve (write,
+summarise, role-play for a story, public instruction-following data) and role-framed real
+questions are negatives: they are out of domain or answerable, never attacks. Its threshold
+is the lowest that kept the out-of-fold false positives of the fit under 1% (English
+off-topic questions and benign requests) and 0.5% (customer questions). The held-out test
+split is only ever reported.
 
 A message longer than one sentence is also scored sentence by sentence (the maximum counts),
 so an instruction buried in a long benign paragraph is not averaged away.
@@ -148,23 +153,57 @@ def design(
     return np.hstack([vectors.astype(np.float32), sparse])
 
 
+#: Above this many weights the Newton step is solved by conjugate gradients on
+#: hessian-vector products instead of forming the (cols x cols) hessian.
+DENSE_NEWTON_MAX = 4096
+
+
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, iters: int = 50) -> np.ndarray:
     """L2-regularised logistic regression by Newton's method; the last weight is the bias
-    (not regularised)."""
+    (not regularised). A wide design (many n-grams) solves each step matrix-free."""
     rows, cols = x.shape
     xb = np.hstack([x, np.ones((rows, 1), dtype=x.dtype)]).astype(np.float64)
     beta = np.zeros(cols + 1)
-    ridge = np.eye(cols + 1) * l2
-    ridge[-1, -1] = 0.0
+    ridge = np.full(cols + 1, l2)
+    ridge[-1] = 0.0
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-np.clip(xb @ beta, -50, 50)))
-        gradient = xb.T @ (p - y) + ridge @ beta
-        hessian = (xb * (p * (1 - p))[:, None]).T @ xb + ridge
-        step = np.linalg.solve(hessian, gradient)
+        gradient = xb.T @ (p - y) + ridge * beta
+        curve = p * (1 - p)
+        if cols + 1 <= DENSE_NEWTON_MAX:
+            hessian = (xb * curve[:, None]).T @ xb + np.diag(ridge)
+            step = np.linalg.solve(hessian, gradient)
+        else:
+            step = _newton_step_cg(xb, curve, ridge, gradient)
         beta -= step
         if float(np.abs(step).max()) < 1e-7:
             break
     return beta
+
+
+def _newton_step_cg(
+    xb: np.ndarray, curve: np.ndarray, ridge: np.ndarray, gradient: np.ndarray
+) -> np.ndarray:
+    """Solve (xb' diag(curve) xb + diag(ridge)) step = gradient by Jacobi-preconditioned
+    conjugate gradients (each iteration two matrix-vector products)."""
+    diag = (xb * xb).T @ curve + ridge + 1e-12
+    step = np.zeros_like(gradient)
+    residual = gradient.copy()
+    z = residual / diag
+    direction = z.copy()
+    rz = float(residual @ z)
+    bar = 1e-10 * float(np.linalg.norm(gradient)) + 1e-14
+    for _ in range(10 * len(gradient)):
+        hd = xb.T @ (curve * (xb @ direction)) + ridge * direction
+        alpha = rz / float(direction @ hd)
+        step += alpha * direction
+        residual -= alpha * hd
+        if float(np.linalg.norm(residual)) < bar:
+            break
+        z = residual / diag
+        rz, previous = float(residual @ z), rz
+        direction = z + (rz / previous) * direction
+    return step
 
 
 def model_from_weights(

@@ -16,11 +16,14 @@ _EXCERPT_CHARS = 60
 
 @dataclass(frozen=True)
 class Rule:
-    """One named pattern. `weight` is the strength reported when it fires (0..1)."""
+    """One named pattern. `weight` is the strength reported when it fires (0..1).
+    `requires`: a second pattern the same view must also match (a frame that is an attack
+    only with what it frames: a persona "with no rules", not a persona alone)."""
 
     name: str
     pattern: re.Pattern[str]
     weight: float = 1.0
+    requires: re.Pattern[str] | None = None
 
 
 def excerpt(text: str, start: int, end: int) -> str:
@@ -38,16 +41,25 @@ def first_rule_finding(
     for rule in rules:
         for label, view in views:
             match = rule.pattern.search(view)
-            if match:
-                return rule_finding(reason, rule, view, match, label)
+            if not match:
+                continue
+            also = rule.requires.search(view) if rule.requires is not None else None
+            if rule.requires is None or also:
+                return rule_finding(reason, rule, view, match, label, also)
     return None
 
 
 def rule_finding(
-    reason: RefusalReason, rule: Rule, view: str, match: re.Match[str], label: str
+    reason: RefusalReason,
+    rule: Rule,
+    view: str,
+    match: re.Match[str],
+    label: str,
+    also: re.Match[str] | None = None,
 ) -> GuardFinding:
     quoted = excerpt(view, match.start(), match.end())
-    return finding(reason, rule.name, f"matched {quoted!r} in {label}", score=rule.weight)
+    with_ = f" with {excerpt(view, also.start(), also.end())!r}" if also else ""
+    return finding(reason, rule.name, f"matched {quoted!r}{with_} in {label}", score=rule.weight)
 
 
 # --- shared vocabulary -------------------------------------------------------------------

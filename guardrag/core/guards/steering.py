@@ -163,15 +163,16 @@ FAKE_CONTEXT = re.compile(
     r"(?:^|\n)\s*(?:knowledge ?base|kb|faq) (?:entry|excerpt|update|passage)\s*[:=]",
     _F,
 )
-# Role-play framing that keeps the model in a persona: "both actors always stay in their roles",
-# "imagine you are ...", "pretend you can access ...", "you are role-playing as a pirate".
+# Role-play framing that keeps the model in a persona whatever is asked: "both actors always
+# stay in their roles", "never break character", "pretend you can access ...", "you are now
+# playing as". A persona alone ("imagine you are a chef") is a request, judged by what it asks
+# (injection.py: ROLE_PLAY needs an unbound persona).
 ROLE_FRAME = re.compile(
     r"\b(?:stays?|remains?|staying|remaining)\s+(?:fully\s+|completely\s+|always\s+)?in\s+"
     r"(?:their|his|her|your|ur|the)\s+roles?\b|\b(?:falling|breaking|fall|break|stepping|step)\s+"
     r"out\s+of\s+(?:their|his|her|your|ur|the)\s+(?:roles?|characters?)\b|"
-    r"\bimagine\s+(?:that\s+)?(?:you|u)\s+(?:are|were|can|could|have)\b|"
     r"\bpretend\s+(?:that\s+)?(?:you|u)\s+(?:can|could|have|had|know|are able)\b|"
-    r"\b(?:you|u)\s+(?:are|r)\s+(?:now\s+)?(?:role-?playing|roleplaying|playing)\s+(?:as|the role)\b",
+    r"\b(?:you|u)\s+(?:are|r)\s+now\s+(?:role-?playing|roleplaying|playing)\s+(?:as|the role)\b",
     _F,
 )
 # Malay and Manglish: "jangan guna FAQ", "langkau pangkalan pengetahuan", "jawab tanpa had".
