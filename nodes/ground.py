@@ -1,6 +1,7 @@
 """ground: refuses a drafted answer unless every claim is supported by the passages it cites.
 
-Evidence (per claim, from guardrag.core.grounding.claims): embedding similarity and lexical overlap with the
+Evidence (per claim, from guardrag.core.quote import best_quote
+from guardrag.core.grounding.claims): embedding similarity and lexical overlap with the
 best source sentence, agreement of numbers and named entities, no negation flip, and citations
 only to passages that were actually given. Unsupported uncited remarks without figures or
 qualifiers ("This keeps your money safe.") are left out when everything else is grounded
@@ -30,6 +31,7 @@ from guardrag.core.grounding import (
 )
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
+from guardrag.core.quote import best_quote
 from guardrag.core.rerank import answers_in_kind
 from guardrag.core.text import asks_for_definition
 from guardrag.graph.state import Candidate, PipelineState
@@ -130,7 +132,7 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             claims=claims,
         )
         return {
-            "answer": str(top.payload.get("answer") or top.payload.get("text")),
+            "answer": _verbatim(state["question"], top, runtime),
             "route": "semantic_match",
             "passages": [top],
             "citations": [top.citation()],
@@ -171,3 +173,15 @@ def _fallback(
     if not top.is_faq and drawn_on_top and passages and passages[0].id == top.id:
         return top, "the draft's unsupported claims all draw on it"
     return None
+
+
+def _verbatim(question: str, top: Candidate, runtime: NodeRuntime) -> str:
+    """An FAQ entry's answer whole; of a document passage, only the sentences (a list with its
+    lead-in) that answer the question best: a chunk often holds several recommendations, and
+    its first ones may answer something else."""
+    text = str(top.payload.get("answer") or top.payload.get("text") or "")
+    if top.is_faq:
+        return text
+    heading = str(top.payload.get("section") or top.payload.get("title") or "")
+    quote = best_quote(question, text, runtime.context.embedder, heading)
+    return quote.text if quote is not None else text
