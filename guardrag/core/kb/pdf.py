@@ -212,7 +212,14 @@ def _blocks(lines: list[_Line], path: Path) -> list[Block]:
     for line in lines:
         level = levels.get(round(line.size, 1), 0)
         if level and len(line.text.split()) <= 20:
-            if current and current[0] == "heading" and current[1] == level:
+            if (
+                current
+                and current[0] == "heading"
+                and current[1] == level
+                and (
+                    current[2] == line.page  # a heading wrapped onto a second line
+                )
+            ):
                 current = ("heading", level, current[2], f"{current[3]} {line.text}")
                 continue
             flush()
