@@ -112,6 +112,43 @@ def result_events(result: Result, shown: list[str] | None = None) -> list[bytes]
     return [*tokens, sse("final", final, result.request_id)]
 
 
+async def stream_events(
+    bot: Guardrag, recent: RecentResults, body: AskRequest, kb: str, thread: str | None, rid: str
+) -> AsyncIterator[bytes]:
+    """The events of /v1/ask/stream: progress, verified sentences, then the checked answer
+    and the final result (or an error event)."""
+
+    def work(emit: Any) -> Asked:
+        return ask_with_progress(
+            bot, body.question, kb, thread_id=thread, on_progress=emit, on_sentence=emit
+        )
+
+    shown: list[str] = []
+    async for item in pump(work):
+        if isinstance(item, Progress):
+            yield sse("progress", item.model_dump_json())
+            continue
+        if isinstance(item, Sentence):
+            shown.append(item.text)
+            yield sse("sentence", item.model_dump_json())
+            continue
+        if isinstance(item, BaseException):
+            log.error("stream failed (request %s)", rid, exc_info=item)
+            yield sse(
+                "error",
+                ErrorBody(detail="internal error", request_id=rid).model_dump_json(),
+            )
+            return
+        result = item.result.model_copy(update={"thread_id": body.thread_id})
+        try:
+            await run_in_threadpool(finish, bot, recent, item.result, kb)
+        except AuditUnavailable as exc:
+            yield sse("error", ErrorBody(detail=str(exc), request_id=rid).model_dump_json())
+            return
+        for event in result_events(result, shown):
+            yield event
+
+
 def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
     """/v1/ask, /v1/ask/stream, /v1/kbs and /v1/audit (auth and limits come from the caller)."""
     settings = bot.settings
@@ -146,38 +183,7 @@ def ask_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
         kb, thread = admit(bot, caller_of(request), body.kb, body.thread_id)
         rid = request_id(request.scope)
 
-        def work(emit: Any) -> Asked:
-            return ask_with_progress(
-                bot, body.question, kb, thread_id=thread, on_progress=emit, on_sentence=emit
-            )
-
-        async def events() -> AsyncIterator[bytes]:
-            shown: list[str] = []
-            async for item in pump(work):
-                if isinstance(item, Progress):
-                    yield sse("progress", item.model_dump_json())
-                    continue
-                if isinstance(item, Sentence):
-                    shown.append(item.text)
-                    yield sse("sentence", item.model_dump_json())
-                    continue
-                if isinstance(item, BaseException):
-                    log.error("stream failed (request %s)", rid, exc_info=item)
-                    yield sse(
-                        "error",
-                        ErrorBody(detail="internal error", request_id=rid).model_dump_json(),
-                    )
-                    return
-                result = item.result.model_copy(update={"thread_id": body.thread_id})
-                try:
-                    await run_in_threadpool(finish, bot, recent, item.result, kb)
-                except AuditUnavailable as exc:
-                    yield sse("error", ErrorBody(detail=str(exc), request_id=rid).model_dump_json())
-                    return
-                for event in result_events(result, shown):
-                    yield event
-
-        return SSEResponse(events())
+        return SSEResponse(stream_events(bot, recent, body, kb, thread, rid))
 
     @router.get("/kbs", response_model=list[KBSummary], summary="List knowledge bases")
     def kbs(request: Request) -> list[KBSummary]:

@@ -192,38 +192,95 @@ def _chunk(completion_id: str, model: str, delta: dict[str, Any], **extra: Any) 
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
+def kb_of(model: str) -> str:
+    try:
+        name = validate_kb_name(model)
+    except ValueError:
+        raise HTTPException(404, f"model {model[:70]!r} does not exist") from None
+    return name
+
+
+def prepared(bot: Guardrag, body: ChatRequest, caller: Caller) -> tuple[str, str, str | None]:
+    """(KB, question, thread seeded with the earlier turns of `messages`, or None)."""
+    question, turns = split_messages(body.messages)
+    kb, _ = admit(bot, caller, kb_of(body.model), None)
+    if not turns:
+        return kb, question, None
+    thread = f"{caller.space}.chat-{uuid.uuid4().hex}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    bot.threads.graph.update_state(config, {"history": turns}, as_node="respond")
+    return kb, question, thread
+
+
+def run(
+    bot: Guardrag,
+    kb: str,
+    question: str,
+    thread: str | None,
+    emit: Any = None,
+    sentences: Any = None,
+) -> Asked:
+    try:
+        return ask_with_progress(
+            bot, question, kb, thread_id=thread, on_progress=emit, on_sentence=sentences
+        )
+    finally:
+        if thread is not None:  # the conversation lives in the client's `messages`
+            bot.threads.forget(thread)
+
+
+async def _stream(
+    bot: Guardrag,
+    recent: RecentResults,
+    body: ChatRequest,
+    kb: str,
+    question: str,
+    thread: str | None,
+    request: Request,
+) -> AsyncIterator[bytes]:
+    """Progress as SSE comments (clients skip them; they keep the line alive), then the
+    checked answer in pieces, a last chunk carrying the `guardrag` result, and [DONE]."""
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    yield _chunk(completion_id, kb, {"role": "assistant", "content": ""})
+    shown = ""
+    async for item in pump(lambda emit: run(bot, kb, question, thread, emit, emit)):
+        if isinstance(item, Progress):
+            yield f": {item.stage} {item.label}\n\n".encode()
+            continue
+        if isinstance(item, Sentence):  # verified on its own while the model writes
+            piece = f" {item.text}" if shown else item.text
+            shown += piece
+            yield _chunk(completion_id, kb, {"content": piece})
+            continue
+        if isinstance(item, BaseException):
+            rid = request_id(request.scope)
+            log.error("chat stream failed (request %s)", rid, exc_info=item)
+            error = {"message": f"internal error (request {rid})", "type": "server_error"}
+            yield f"data: {json.dumps({'error': error})}\n\n".encode()
+            return
+        try:
+            await run_in_threadpool(finish, bot, recent, item.result, kb)
+        except AuditUnavailable as exc:
+            error = {"message": str(exc), "type": "server_error", "code": "audit_unavailable"}
+            yield f"data: {json.dumps({'error': error})}\n\n".encode()
+            return
+        rest, withdrawn = continuation(shown, content_of(item.result))
+        for piece in answer_chunks(rest):
+            yield _chunk(completion_id, kb, {"content": piece})
+        final = extension(item).model_copy(update={"withdrawn": withdrawn})
+        extra: dict[str, Any] = {"guardrag": final.model_dump(mode="json")}
+        yield _chunk(completion_id, kb, {}, finish="stop", **extra)
+        if (body.stream_options or {}).get("include_usage"):
+            usage = _usage(item.result).model_dump()
+            tail: dict[str, Any] = {"id": completion_id, "object": "chat.completion.chunk"}
+            tail |= {"model": kb, "created": int(time.time()), "choices": [], "usage": usage}
+            yield f"data: {json.dumps(tail)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
 def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
     """/v1/chat/completions, /v1/models and /v1/models/{model}."""
     router = APIRouter(tags=["OpenAI-compatible"])
-
-    def kb_of(model: str) -> str:
-        try:
-            name = validate_kb_name(model)
-        except ValueError:
-            raise HTTPException(404, f"model {model[:70]!r} does not exist") from None
-        return name
-
-    def prepared(body: ChatRequest, caller: Caller) -> tuple[str, str, str | None]:
-        """(KB, question, thread seeded with the earlier turns of `messages`, or None)."""
-        question, turns = split_messages(body.messages)
-        kb, _ = admit(bot, caller, kb_of(body.model), None)
-        if not turns:
-            return kb, question, None
-        thread = f"{caller.space}.chat-{uuid.uuid4().hex}"
-        config: Any = {"configurable": {"thread_id": thread}}
-        bot.threads.graph.update_state(config, {"history": turns}, as_node="respond")
-        return kb, question, thread
-
-    def run(
-        kb: str, question: str, thread: str | None, emit: Any = None, sentences: Any = None
-    ) -> Asked:
-        try:
-            return ask_with_progress(
-                bot, question, kb, thread_id=thread, on_progress=emit, on_sentence=sentences
-            )
-        finally:
-            if thread is not None:  # the conversation lives in the client's `messages`
-                bot.threads.forget(thread)
 
     @router.post(
         "/chat/completions",
@@ -242,10 +299,10 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
         """The last user message is the question; earlier turns are the conversation. A
         refusal is an ordinary assistant message; see the `guardrag` field for the reason."""
         caller = caller_of(request)
-        kb, question, thread = await run_in_threadpool(prepared, body, caller)
+        kb, question, thread = await run_in_threadpool(prepared, bot, body, caller)
         if body.stream:
-            return SSEResponse(_stream(body, kb, question, thread, request))
-        asked = await run_in_threadpool(run, kb, question, thread)
+            return SSEResponse(_stream(bot, recent, body, kb, question, thread, request))
+        asked = await run_in_threadpool(run, bot, kb, question, thread)
         await run_in_threadpool(finish, bot, recent, asked.result, kb)
         result = asked.result
         return ChatCompletion(
@@ -256,48 +313,6 @@ def openai_router(bot: Guardrag, recent: RecentResults) -> APIRouter:
             usage=_usage(result),
             guardrag=extension(asked),
         )
-
-    async def _stream(
-        body: ChatRequest, kb: str, question: str, thread: str | None, request: Request
-    ) -> AsyncIterator[bytes]:
-        """Progress as SSE comments (clients skip them; they keep the line alive), then the
-        checked answer in pieces, a last chunk carrying the `guardrag` result, and [DONE]."""
-        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        yield _chunk(completion_id, kb, {"role": "assistant", "content": ""})
-        shown = ""
-        async for item in pump(lambda emit: run(kb, question, thread, emit, emit)):
-            if isinstance(item, Progress):
-                yield f": {item.stage} {item.label}\n\n".encode()
-                continue
-            if isinstance(item, Sentence):  # verified on its own while the model writes
-                piece = f" {item.text}" if shown else item.text
-                shown += piece
-                yield _chunk(completion_id, kb, {"content": piece})
-                continue
-            if isinstance(item, BaseException):
-                rid = request_id(request.scope)
-                log.error("chat stream failed (request %s)", rid, exc_info=item)
-                error = {"message": f"internal error (request {rid})", "type": "server_error"}
-                yield f"data: {json.dumps({'error': error})}\n\n".encode()
-                return
-            try:
-                await run_in_threadpool(finish, bot, recent, item.result, kb)
-            except AuditUnavailable as exc:
-                error = {"message": str(exc), "type": "server_error", "code": "audit_unavailable"}
-                yield f"data: {json.dumps({'error': error})}\n\n".encode()
-                return
-            rest, withdrawn = continuation(shown, content_of(item.result))
-            for piece in answer_chunks(rest):
-                yield _chunk(completion_id, kb, {"content": piece})
-            final = extension(item).model_copy(update={"withdrawn": withdrawn})
-            extra: dict[str, Any] = {"guardrag": final.model_dump(mode="json")}
-            yield _chunk(completion_id, kb, {}, finish="stop", **extra)
-            if (body.stream_options or {}).get("include_usage"):
-                usage = _usage(item.result).model_dump()
-                tail: dict[str, Any] = {"id": completion_id, "object": "chat.completion.chunk"}
-                tail |= {"model": kb, "created": int(time.time()), "choices": [], "usage": usage}
-                yield f"data: {json.dumps(tail)}\n\n".encode()
-        yield b"data: [DONE]\n\n"
 
     @router.get("/models", response_model=ModelList, summary="Knowledge bases as models")
     def models(request: Request) -> ModelList:

@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,6 +286,58 @@ class ChatTab:
             gr.update(samples=examples_of(bot, name)),
         )
 
+    def follow_picker(self, bot: Guardrag) -> None:
+        """A KB picked: the current-KB line and the examples follow it."""
+
+        def on_pick(name: str) -> tuple[str, Any]:
+            _, line, samples = self.refresh(bot, name)
+            return line, samples
+
+        self.picker.change(on_pick, inputs=[self.picker], outputs=[self.current, self.examples])
+
+
+def _clear_handler(bot: Guardrag) -> Callable[[gr.Request], ChatUpdate]:
+    def on_clear(request: gr.Request) -> ChatUpdate:
+        """A new conversation: the thread's memory is forgotten with the visible chat."""
+        thread = session_thread(request)
+        if thread is not None:
+            bot.threads.forget(thread)
+        return [], "", "", [], {}, ""
+
+    return on_clear
+
+
+def _like_handler(on_feedback: FeedbackHandler) -> Callable[[dict[int, str], gr.LikeData], None]:
+    def on_like(known: dict[int, str], data: gr.LikeData) -> None:
+        record_feedback(on_feedback, known, data.index, data.liked)
+
+    return on_like
+
+
+def _picker(bot: Guardrag) -> tuple[gr.Dropdown, gr.Markdown, str]:
+    """The KB picker (shown when there is a choice), the current-KB line, the default KB."""
+    choices = kb_choices(bot)
+    names = [name for _, name in choices]
+    default = bot.settings.default_kb if bot.settings.default_kb in names else names[0]
+    kb = gr.Dropdown(
+        choices=choices, value=default, label="Knowledge base", visible=len(choices) > 1
+    )
+    return kb, gr.Markdown(current_kb_line(choices, default), elem_id="current-kb"), default
+
+
+def _why_panel(visible: bool) -> tuple[gr.Accordion, gr.Markdown, gr.Dataframe]:
+    """The operator's Why? panel: the decision in codes, and the trail as a table."""
+    with gr.Accordion("Why?", open=False, elem_id="why", visible=visible) as panel:
+        why = gr.Markdown(elem_id="why-text")
+        trail = gr.Dataframe(
+            headers=TRAIL_HEADERS,
+            label="Decision trail",
+            wrap=True,  # the reason is a sentence: wrapped, so threshold and ms stay in view
+            column_widths=["15%", "10%", "45%", "10%", "11%", "9%"],
+            elem_id="trail",
+        )
+    return panel, why, trail
+
 
 def chat_tab(
     bot: Guardrag,
@@ -295,26 +347,12 @@ def chat_tab(
     operator: Operator,
 ) -> ChatTab:
     """The chat tab; returns the parts that follow the KBs on disk."""
-    choices = kb_choices(bot)
-    names = [name for _, name in choices]
-    default = bot.settings.default_kb if bot.settings.default_kb in names else names[0]
-    kb = gr.Dropdown(
-        choices=choices, value=default, label="Knowledge base", visible=len(choices) > 1
-    )
-    current = gr.Markdown(current_kb_line(choices, default), elem_id="current-kb")
+    kb, current, default = _picker(bot)
     chat = gr.Chatbot(label="Chat", height=460, elem_id="chat")
     ids = gr.State({})
     shown = gr.HTML(elem_id="route-badge")
     open_why = operator.expected is None  # the trusted demo: everyone is the operator
-    with gr.Accordion("Why?", open=False, elem_id="why", visible=open_why) as why_panel:
-        why = gr.Markdown(elem_id="why-text")
-        trail = gr.Dataframe(
-            headers=TRAIL_HEADERS,
-            label="Decision trail",
-            wrap=True,  # the reason is a sentence: wrapped, so threshold and ms stay in view
-            column_widths=["15%", "10%", "45%", "10%", "11%", "9%"],
-            elem_id="trail",
-        )
+    why_panel, why, trail = _why_panel(open_why)
     question = gr.Textbox(
         placeholder="Ask a question…", show_label=False, autofocus=True, elem_id="question"
     )
@@ -323,10 +361,7 @@ def chat_tab(
         stop = gr.Button("Stop", elem_id="stop")
         clear = gr.Button("Clear", elem_id="clear")
     examples = gr.Dataset(
-        components=[question],
-        samples=examples_of(bot, default),
-        label="Try",
-        elem_id="examples",
+        components=[question], samples=examples_of(bot, default), label="Try", elem_id="examples"
     )
     outputs = [chat, question, shown, trail, ids, why]
 
@@ -341,17 +376,11 @@ def chat_tab(
         session: str,
         request: gr.Request,
     ) -> Iterator[ChatUpdate]:
+        thread, shown_why = session_thread(request), is_operator(session)
         yield from chat_turn(
-            bot,
-            text,
-            history,
-            name,
-            known,
-            recent=recent,
-            delay_s=delay_s,
-            thread_id=session_thread(request),
-            operator=is_operator(session),
-        )
+            bot, text, history, name, known, recent=recent, delay_s=delay_s, thread_id=thread,
+            operator=shown_why,
+        )  # fmt: skip
 
     def on_option(
         history: list[Message] | None,
@@ -363,16 +392,6 @@ def chat_tab(
     ) -> Iterator[ChatUpdate]:
         """A "did you mean" entry clicked: ask it."""
         yield from on_submit(str(data.value), history, name, known, session, request)
-
-    def on_clear(request: gr.Request) -> ChatUpdate:
-        """A new conversation: the thread's memory is forgotten with the visible chat."""
-        thread = session_thread(request)
-        if thread is not None:
-            bot.threads.forget(thread)
-        return [], "", "", [], {}, ""
-
-    def on_like(known: dict[int, str], data: gr.LikeData) -> None:
-        record_feedback(on_feedback, known, data.index, data.liked)
 
     inputs = [question, chat, kb, ids, operator.session]
     # A question sent while the last answer is still coming is answered next, not dropped.
@@ -388,16 +407,11 @@ def chat_tab(
         on_option, inputs=[chat, kb, ids, operator.session], outputs=outputs
     )
     stop.click(stopped, inputs=[chat], outputs=[chat], cancels=[asking, picking], queue=False)
-    chat.like(on_like, inputs=[ids], outputs=None)
-    clear.click(on_clear, outputs=outputs)
+    chat.like(_like_handler(on_feedback), inputs=[ids], outputs=None)
+    clear.click(_clear_handler(bot), outputs=outputs)
     examples.click(lambda sample: sample[0], inputs=[examples], outputs=[question])
     tab = ChatTab(kb, current, examples)
-
-    def on_pick(name: str) -> tuple[str, Any]:
-        _, line, samples = tab.refresh(bot, name)
-        return line, samples
-
-    kb.change(on_pick, inputs=[kb], outputs=[current, examples])
+    tab.follow_picker(bot)
     operator.then(
         lambda session: gr.update(visible=is_operator(session)),
         inputs=[operator.session],

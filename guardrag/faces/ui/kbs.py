@@ -219,6 +219,20 @@ def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], 
         trigger(on_browse, inputs=[operator.session, browse_kb, page], outputs=[entries, preview])
     entries.select(on_preview, inputs=[operator.session, browse_kb, page], outputs=[preview])
 
+    _upload_form(bot, chat, operator, views, refresh)
+    return refresh
+
+
+def _upload_form(
+    bot: Guardrag,
+    chat: ChatTab,
+    operator: Operator,
+    views: list[Any],
+    refresh: Callable[[str], tuple[Any, ...]],
+) -> None:
+    """The operator's upload: a file and the KB it goes to (named each time), ingested into a
+    new snapshot; the KB views and the chat's picker follow."""
+    settings = bot.settings
     gr.Markdown(
         f"**Ingest a file** ({', '.join(UPLOAD_TYPES)}; at most "
         f"{settings.upload_max_bytes // 1000} kB). Re-uploading a file updates its entries."
@@ -256,4 +270,3 @@ def kb_tab(bot: Guardrag, chat: ChatTab, operator: Operator) -> Callable[[str], 
         inputs=[operator.session, file, kb, description, chat.picker],
         outputs=[result, *views, chat.picker, chat.current, chat.examples],
     )
-    return refresh
