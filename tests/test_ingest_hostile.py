@@ -51,9 +51,39 @@ def test_formula_cells_and_script_links_are_refused_with_their_row(tmp_path: Pat
     assert all(str(faq) in line for line in skipped)
     assert sum("spreadsheet formula" in line for line in skipped) == 4
     assert sum("http(s) link" in line for line in skipped) == 2
-    assert any("runs a script ('javascript:')" in line for line in skipped)
+    assert any("runs a script ('](javascript:')" in line for line in skipped)
     with pytest.raises(IngestError, match=r"faq.csv:5: field 'answer' starts like a spreadsheet"):
         load_entries([faq], limits=SMALL)  # without --skip-bad-rows nothing is ingested
+
+
+def test_prose_that_mentions_a_script_scheme_is_kept_a_link_to_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A tech-support FAQ explains bookmarklets in prose; only a real link target is hostile."""
+    prose = (
+        "A bookmarklet is a bookmark whose address starts with javascript: instead of http:; "
+        "drag it to your bookmarks bar."
+    )
+    assert unsafe_field("answer", prose) is None
+    faq = tmp_path / "faq.jsonl"
+    rows = [
+        {"id": "b1", "question": "What is a bookmarklet?", "answer": prose},
+        {"id": "b2", "question": "Where?", "answer": "Click [here](javascript:alert(1))."},
+    ]
+    faq.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(IngestError, match=r"faq.jsonl:2: field 'answer' holds a link that runs"):
+        load_entries([faq], limits=SMALL)
+    faq.write_text(json.dumps(rows[0]) + "\n")
+    entries, _ = load_entries([faq], limits=SMALL)
+    assert [e.source_id for e in entries] == ["b1"]
+    for link in (
+        "See [this](javascript:alert(1))",
+        "See [this]( JavaScript:alert(1))",
+        "<javascript:alert(1)>",
+        '<a href="javascript:alert(1)">here</a>',
+        "<img src='data:text/html;base64,PHNjcmlwdD4='>",
+    ):
+        assert unsafe_field("answer", link) is not None, link
 
 
 def test_prose_that_merely_starts_with_a_sign_is_kept() -> None:

@@ -47,7 +47,15 @@ READERS: dict[str, Callable[[Path], Document]] = {
 _FORMULA = re.compile(r"^\s*(?:=|[+\-@][^\s(|]*[A-Za-z_][^\s(|]*\(|[+\-@]\S*\|)")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Links that run code in a browser instead of opening a page.
-_SCRIPT_LINK = re.compile(r"\b(?:javascript|vbscript|livescript)\s*:|\bdata\s*:\s*text/html", re.I)
+#: A link whose target runs a script: a Markdown link or autolink, or an HTML attribute, whose
+#: target is javascript:, vbscript:, livescript: or an HTML data: URL. Prose that only mentions
+#: such a scheme (a tech-support FAQ explaining bookmarklets) is no link and is kept; where
+#: answers are rendered, links are escaped anyway (faces/views.py).
+_SCRIPT_LINK = re.compile(
+    r"(?:\]\(\s*<?|<|\b(?:href|src|action|formaction|xlink:href)\s*=\s*[\"']?)\s*"
+    r"(?:(?:javascript|vbscript|livescript)\s*:|data\s*:\s*text/html)",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ def unsafe_field(name: str, text: str) -> str | None:
         if parsed.scheme.lower() not in ("http", "https") or not parsed.netloc:
             return f"url must be an http(s) link, got {text[:60]!r}"
     elif link := _SCRIPT_LINK.search(text):
-        return f"field {name!r} holds a link that runs a script ({link.group(0)!r})"
+        return f"field {name!r} holds a link that runs a script ({link.group(0).strip()!r})"
     return None
 
 
