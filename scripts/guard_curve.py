@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 import numpy as np  # noqa: E402
-from fit_guards import read_requests  # noqa: E402
+from _guard_data import read_requests  # noqa: E402
 from score_guards import data_dir, load_giskard, load_xstest  # noqa: E402
 
 from guardrag.core.guards import InputGuard  # noqa: E402
