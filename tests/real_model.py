@@ -108,13 +108,8 @@ def installed_model() -> Settings:
     return settings
 
 
-@contextmanager
-def serve_real_model(
-    embedder: OnnxEmbedder, folder: Path, extra: dict[str, str] | None = None, *args: str
-) -> Iterator[str]:
-    """`guardrag serve` over the handbook KB (the default) with the real local model behind
-    it; the model server starts with the app and stops with it."""
-    model = installed_model()
+def handbook_data(embedder: OnnxEmbedder, folder: Path) -> Path:
+    """A data dir under `folder` holding the handbook KB (the real store, the real embedder)."""
     data = folder / "data"
     document = folder / "handbook.md"
     document.write_text(HANDBOOK)
@@ -123,6 +118,17 @@ def serve_real_model(
         ingest(store, embedder, HANDBOOK_KB, [document], description="Staff handbook")
     finally:
         store.close()
+    return data
+
+
+@contextmanager
+def serve_real_model(
+    embedder: OnnxEmbedder, folder: Path, extra: dict[str, str] | None = None, *args: str
+) -> Iterator[str]:
+    """`guardrag serve` over the handbook KB (the default) with the real local model behind
+    it; the model server starts with the app and stops with it."""
+    model = installed_model()
+    data = handbook_data(embedder, folder)
     env = {
         "GUARDRAG_DATA_DIR": str(data),
         "GUARDRAG_DEFAULT_KB": HANDBOOK_KB,

@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.kb.ingest import ingest
 from guardrag.core.llm.supervisor import read_state
-from guardrag.core.store.edge import EdgeStore
-from tests.real_model import HANDBOOK, HANDBOOK_KB, TWO_PART, installed_model
+from tests.real_model import HANDBOOK_KB, TWO_PART, handbook_data, installed_model
 
 pytestmark = pytest.mark.slow
 
@@ -37,14 +35,7 @@ def test_a_second_ask_reuses_the_model_the_first_started(
     embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
     model = installed_model()
-    data = tmp_path / "data"
-    document = tmp_path / "handbook.md"
-    document.write_text(HANDBOOK)
-    store = EdgeStore(data)
-    try:
-        ingest(store, embedder, HANDBOOK_KB, [document], description="Staff handbook")
-    finally:
-        store.close()
+    data = handbook_data(embedder, tmp_path)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")}
     env = {
         **clean,
