@@ -129,7 +129,7 @@ def embedding_failed(node: str, failed: EmbeddingFailed) -> dict[str, Any]:
     return refuse_with(RefusalReason.MODEL_UNAVAILABLE, decision)
 
 
-def screened_update(node: str, screened: Screened, asked: str, **detail: Any) -> dict[str, Any]:
+def screened_update(node: str, screened: Screened, asked: str, /, **detail: Any) -> dict[str, Any]:
     """The update of a screening: the guard's refusal, or the question (masked in redact
     mode) and its vector for the stages after."""
     if screened.finding is not None:

@@ -158,3 +158,22 @@ def test_no_5xx_and_exactly_one_audit_row_per_answered_request(
     assert {statuses[s] for s in (400, 422)} and min(statuses[400], statuses[422]) > 0
     assert set(rows) == set(answered), "unaudited or extra requests"
     assert all(count == 1 for count in rows.values()), "a request audited twice"
+
+
+def test_a_follow_up_screened_with_its_previous_question_is_no_server_error(
+    audited: tuple[Guardrag, Path],
+) -> None:
+    """Found by the fuzzer: a terse follow-up is screened together with the question before
+    it, and that screening's note once collided with the screen's own argument (a 500)."""
+    bot, _ = audited
+    body = {
+        "model": "kinetic",
+        "messages": [
+            {"role": "user", "content": "#R"},
+            {"role": "assistant", "content": "I couldn't find an answer to that."},
+            {"role": "user", "content": "0"},
+        ],
+    }
+    with TestClient(create_app(bot, with_ui=False), raise_server_exceptions=False) as client:
+        response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text[:300]

@@ -145,5 +145,8 @@ def test_the_real_model_judges_lay_words_and_an_unanswered_question(
         bot.close()
         local_llm.stop_all()
     assert _judged(answered) == ["pass"], answered.trail
-    assert answered.outcome == "answered" and "30" in answered.answer, answered
+    judged = next(d for d in answered.trail if d.node == "judge_passages").detail
+    chosen = read_choice(str(judged["reply"]), len(judged["judged"]))
+    assert any("breast" in str(judged["judged"][n - 1]).lower() for n in chosen), judged
+    # what the model then writes from the chosen passage is generate's and ground's to judge
     assert refused.outcome == "refused", refused
