@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guardrag.core.embedder import Encoder
-from guardrag.core.text import content_words
+from guardrag.core.text import coverage
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[•])")
 _ITEM = re.compile(r"^\s*(?:[-•*–·▪]|\(?[a-z0-9]{1,3}[.)])\s+")
@@ -54,11 +54,6 @@ def answer_units(text: str) -> list[str]:
     return units
 
 
-def _coverage(question: str, unit: str) -> float:
-    wanted = set(content_words(question))
-    return len(wanted & set(content_words(unit))) / len(wanted) if wanted else 0.0
-
-
 def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "") -> Quote | None:
     """The units of `passage` that answer `question` best, in the passage's order; None for a
     passage with no text."""
@@ -68,8 +63,8 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     context = f"{heading}: " if heading else ""
     vectors = encoder.embed([question, *(context + u for u in units)])
     similarity = vectors[1:] @ vectors[0]
-    coverage = np.array([_coverage(question, u) for u in units])
-    score = similarity + 0.25 * coverage
+    covered = np.array([coverage(question, u) for u in units])
+    score = similarity + 0.25 * covered
     best = int(np.argmax(score))
     chosen = {best}
     for neighbour in (best - 1, best + 1):
@@ -79,4 +74,4 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     # a list item never stands without its lead-in, a lead-in never without its items
     order = tuple(sorted(chosen))
     text = " ".join(units[i] for i in order)
-    return Quote(text, order, float(similarity[best]), float(coverage[best]))
+    return Quote(text, order, float(similarity[best]), float(covered[best]))
