@@ -30,6 +30,10 @@ REFUSAL_MESSAGES: dict[R, str] = {
     R.MODEL_UNAVAILABLE: "{Source} is temporarily unavailable. Please try again later.",
 }
 
+#: After a not-found refusal, the close entries offered instead (numbered, one per line).
+CHOICES_INTRO = "These help articles may answer it:"
+CHOICES_OUTRO = "Reply with a number to read one, or ask again in other words."
+
 #: A several-part question's part the KB has no answer to, after the parts it answers.
 UNCOVERED_PART = "I couldn't find an answer to “{part}” in our help centre."
 GREETING_MESSAGE = "Hello! Ask me anything about {kb_title} and I'll answer from {source}."

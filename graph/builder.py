@@ -25,6 +25,7 @@ from guardrag.nodes.ground import ground
 from guardrag.nodes.judge_passages import judge_passages
 from guardrag.nodes.moderate_input import moderate_input
 from guardrag.nodes.moderate_output import moderate_output
+from guardrag.nodes.offer_choices import offer_choices
 from guardrag.nodes.refuse import refuse
 from guardrag.nodes.rephrase import rephrase
 from guardrag.nodes.rerank import rerank
@@ -49,6 +50,7 @@ NODES: dict[str, Node] = {
     "moderate_output": moderate_output,
     "respond": respond,
     "refuse": refuse,
+    "offer_choices": offer_choices,
 }
 
 
@@ -97,4 +99,5 @@ def build_graph(
         graph.add_conditional_edges(name, route_after(name), list[str](destinations(name)))
     graph.add_edge("respond", END)
     graph.add_edge("refuse", END)
+    graph.add_edge("offer_choices", END)
     return graph.compile(checkpointer=checkpointer, name="guardrag")

@@ -1,6 +1,7 @@
 """Conditional edges: where the pipeline goes after each node, from that node's own verdict.
 
-A refusal always goes to `refuse`. Otherwise the node's last Decision verdict is looked up in
+A refusal goes to `refuse`, or, when the search found nothing confident but FAQ entries close to
+the question (a not-found refusal after retrieval), to `offer_choices`. Otherwise the node's last Decision verdict is looked up in
 ROUTES; a verdict a node is not allowed to return is a bug and raises instead of guessing.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from guardrag.contract import Refusal
+from guardrag.core.choices import OFFER_AFTER, offerable
 from guardrag.graph.state import PipelineState
 
 NodeName = Literal[
@@ -25,6 +28,7 @@ NodeName = Literal[
     "moderate_output",
     "respond",
     "refuse",
+    "offer_choices",
 ]
 
 ROUTES: dict[str, dict[str, NodeName]] = {
@@ -42,6 +46,10 @@ ROUTES: dict[str, dict[str, NodeName]] = {
 }
 
 
+#: Nodes after retrieval: their not-found refusals may offer the close entries instead.
+OFFER_FROM = frozenset({"rerank", "rephrase", "judge_passages", "generate", "ground"})
+
+
 class UnknownRoute(RuntimeError):
     """A node finished in a state its outgoing edge does not know how to route."""
 
@@ -51,8 +59,11 @@ def route_after(node: str) -> Callable[[PipelineState], NodeName]:
     table = ROUTES[node]
 
     def route(state: PipelineState) -> NodeName:
-        if state.get("refusal") is not None:
-            return "refuse"
+        refusal = state.get("refusal")
+        if refusal is not None:
+            return (
+                "offer_choices" if node in OFFER_FROM and _may_offer(refusal, state) else "refuse"
+            )
         trail = state.get("trail") or []
         if not trail or trail[-1].node != node:
             raise UnknownRoute(f"{node} finished without recording a decision")
@@ -67,6 +78,11 @@ def route_after(node: str) -> Callable[[PipelineState], NodeName]:
     return route
 
 
+def _may_offer(refusal: Refusal, state: PipelineState) -> bool:
+    return refusal.reason in OFFER_AFTER and bool(offerable(state.get("candidates") or []))
+
+
 def destinations(node: str) -> list[NodeName]:
     """Every node reachable from `node` in one step (for drawing and validation)."""
-    return sorted({*ROUTES[node].values(), "refuse"})
+    refusals: set[NodeName] = {"refuse", "offer_choices"} if node in OFFER_FROM else {"refuse"}
+    return sorted({*ROUTES[node].values(), *refusals})

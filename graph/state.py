@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, fields
-from typing import Annotated, Any, Literal, TypedDict, Union, get_args, get_origin, get_type_hints
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from pydantic import BaseModel
 
-from guardrag.contract import Citation, Decision, Refusal, Route, Usage
+from guardrag.contract import Choice, Citation, Decision, Refusal, Route, Usage
 from guardrag.core.store import Hit
 
 Domain = Literal["in_domain", "out_of_domain", "greeting"]
@@ -46,10 +56,12 @@ class Candidate(Hit):
 
 
 class Turn(TypedDict):
-    """One earlier exchange of a conversation: the standalone question and what was answered."""
+    """One earlier exchange of a conversation: the standalone question, what was answered, and
+    the questions of the entries offered instead of an answer (a reply may pick one by number)."""
 
     question: str
     answer: str
+    choices: NotRequired[list[str]]
 
 
 #: Turns a thread remembers; older ones drop off (they rarely matter to a follow-up).
@@ -95,6 +107,7 @@ class PipelineState(InputState, total=False):
     answer: str
     route: Route | None
     citations: list[Citation]
+    choices: list[Choice]  # entries offered instead of an answer (outcome "choices")
     confidence: float
     refusal: Refusal | None
     usage: Annotated[Usage, add_usage]

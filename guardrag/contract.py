@@ -62,7 +62,9 @@ REASON_KIND: dict[RefusalReason, RefusalKind] = {
 
 Verdict = Literal["pass", "hit", "miss", "block", "error"]
 Route = Literal["exact_match", "semantic_match", "generated"]
-Outcome = Literal["answered", "refused"]
+#: "choices": not answered (the refusal says why) but up to three KB entries close to the
+#: question were offered; picking one asks that entry's own question. Never counted as answered.
+Outcome = Literal["answered", "refused", "choices"]
 
 
 class Decision(BaseModel):
@@ -93,6 +95,14 @@ class Citation(BaseModel):
     label: str | None = None
 
 
+class Choice(BaseModel):
+    """A KB entry offered instead of an answer: its question, which a pick asks verbatim."""
+
+    source_id: str
+    title: str
+    score: float = 0.0
+
+
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -118,6 +128,8 @@ class Result(BaseModel):
     refusal: Refusal | None = None
     answer: str
     citations: list[Citation] = Field(default_factory=list)
+    #: Entries offered instead of an answer (outcome "choices"), the reranker's best first.
+    choices: list[Choice] = Field(default_factory=list)
     #: Parts of a several-part question the KB has no answer to (the answer says so too).
     uncovered: list[str] = Field(default_factory=list)
     confidence: float = 0.0

@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from guardrag.config.messages import refusal_message
 from guardrag.config.pricing import estimate_cost
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Usage, Verdict
@@ -17,6 +18,7 @@ from guardrag.core.classify import DomainVerdict, domain_gate
 from guardrag.core.kb.calibration import Calibration
 from guardrag.core.kb.stats import KBStats
 from guardrag.core.screening import EmbeddingFailed, Screened
+from guardrag.core.store import KBInfo
 from guardrag.graph.context import Services
 from guardrag.graph.state import PipelineState
 
@@ -165,4 +167,30 @@ def gate(
         min_similarity=run.domain_min_similarity,
         margin=run.domain_margin,
         greeting_similarity=run.greeting_min_similarity,
+    )
+
+
+def _documents(info: KBInfo | None) -> list[str] | None:
+    """A document KB's document titles (ingest records them), else None: an FAQ KB's refusals
+    speak of its help centre."""
+    if info is None or info.extra.get("kind") != "documents":
+        return None
+    return [str(t) for t in info.extra.get("documents", [])] or None
+
+
+def refusal_text(state: PipelineState, runtime: NodeRuntime, refusal: Refusal) -> str:
+    """The polite, reason-specific message for `refusal`, naming the KB's help centre or its
+    documents; it never fails because the index did (the KB's own name is used instead)."""
+    info = None
+    try:
+        info = runtime.context.store.kb_info(state["kb"])
+    except Exception:
+        info = None
+    title = info.description if info and info.description else state.get("kb", "this service")
+    return refusal_message(
+        refusal.reason,
+        title,
+        info.fallback_url if info else None,
+        state.get("domain") == "greeting",
+        _documents(info),
     )

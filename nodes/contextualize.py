@@ -4,7 +4,7 @@ Only in a thread with history, and only for messages that lean on it ("and how l
 take?", "what about e-Mas?", "is it free?"): the chat model rewrites the message using the last
 turns; without a model, or when its rewrite is unusable, the previous question is prepended
 instead (`follow_up` then keeps the customer's own words: rerank answers only from entries
-that speak to them). The standalone question then goes through the input guard again (a
+that speak to them). A number answering offered entries ("2") becomes that entry's question. The standalone question then goes through the input guard again (a
 follow-up may complete an attack the first message started) and is what every later stage
 answers.
 """
@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
 from guardrag.contract import Usage
+from guardrag.core.choices import picked
 from guardrag.core.screening import EmbeddingFailed, screen_follow_up
 from guardrag.graph.state import PipelineState, Turn
 from guardrag.nodes.common import (
@@ -65,9 +66,13 @@ def contextualize(
     question = state["question"]
     if not history:
         return {"trail": [decide(NODE, "pass", "no earlier turns: the question stands alone")]}
-    if not is_follow_up(question):
+    chosen = picked(question, history[-1].get("choices") or [])
+    if chosen is not None:
+        standalone, method, usage = chosen, "an offered entry picked by its number", Usage()
+    elif not is_follow_up(question):
         return {"trail": [decide(NODE, "pass", "does not refer back: the question stands alone")]}
-    standalone, method, usage = _rewrite(question, history, config, runtime)
+    else:
+        standalone, method, usage = _rewrite(question, history, config, runtime)
     if standalone == question:  # already screened by moderate_input
         kept = decide(NODE, "pass", "the model kept the question: it stands alone")
         return {"usage": usage, "trail": [kept]}

@@ -538,31 +538,20 @@ def test_why_names_the_rule_that_refused_and_lists_passages_once() -> None:
 
 def test_did_you_mean_offers_entries_in_the_rerankers_order() -> None:
     """The reranker's best entry comes first even when another title is worded closer."""
-    from guardrag.contract import Refusal, RefusalReason, Result
-    from guardrag.faces.asking import Asked
+    from guardrag.core.choices import offerable
     from guardrag.graph.state import Candidate
 
     def faq(source: str, title: str, dense: float, fused: float) -> Candidate:
         payload = {"kind": "faq", "question": title, "source_id": source}
         return Candidate(id=source, payload=payload, fused=fused, dense=dense, score=fused)
 
-    refusal = Refusal(
-        reason=RefusalReason.LOW_CONFIDENCE, stage="rerank", kind="not_found", message=""
-    )
-    result = Result(
-        question="When does the card arrive in Sabah?",
-        request_id="r",
-        outcome="refused",
-        refusal=refusal,
-        answer="",
-    )
     ranked = [
         faq("kw-cards-002", "How long does the physical card take to arrive?", 0.55, 0.60),
         faq("kw-cards-006", "How much is a replacement card?", 0.50, 0.53),
         faq("kw-cards-001", "How do I activate my card?", 0.62, 0.50),
         faq("kw-far-001", "Can I top up with a foreign card?", 0.30, 0.45),  # not close enough
     ]
-    offered = Asked(result, ranked).suggestions()
+    offered = [choice.title for choice in offerable(ranked)]
     assert offered == [
         "How long does the physical card take to arrive?",
         "How much is a replacement card?",

@@ -258,7 +258,8 @@ def test_a_rephrasing_is_screened_like_any_question(bot: Guardrag, chat: Scripte
     # refused, never answered from the rewrite; not as an attack: the customer's words passed
     assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
     assert result.refusal.stage == "rerank" and result.refusal.kind == "not_found"
-    assert nodes(result)[-2:] == ["rephrase", "refuse"]
+    # the close entries of the customer's own question are offered instead
+    assert nodes(result)[-2:] == ["rephrase", "offer_choices"] and result.outcome == "choices"
     tripped = result.trail[-2]
     assert tripped.verdict == "block" and tripped.detail["rule"].startswith("injection.")
 
@@ -429,7 +430,7 @@ def test_a_definition_is_not_answered_with_an_entry_of_another_kind(
     answer is no definition, so it is not given verbatim: the question goes on as unsure."""
     chat.replies = ["NOT_IN_SOURCES"]
     result = bot.ask(question)
-    assert result.outcome == "refused", result.trail
+    assert result.outcome in ("refused", "choices") and not result.citations, result.trail
     rerank = next(d for d in result.trail if d.node == "rerank")
     assert rerank.verdict == "miss" and "definition" in rerank.detail, rerank
 

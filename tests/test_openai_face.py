@@ -216,6 +216,23 @@ def test_a_follow_up_in_messages_is_rewritten(served: str, stub: tuple[OpenAIStu
     assert "cash" in (completion.choices[0].message.content or "").lower()
 
 
+def test_offered_entries_are_numbered_and_a_number_picks_one(served: str) -> None:
+    """Unsure, the model says the passages do not answer: close entries are offered; the
+    client's next message "1" (with the conversation it sends back) gets the first verbatim."""
+    first = client(served).chat.completions.create(model=KB, messages=[user(NEEDS_GENERATION)])
+    offered = guardrag_of(first)
+    content = first.choices[0].message.content or ""
+    assert offered["outcome"] == "choices" and offered["suggestions"], offered["trail"]
+    assert f"1. {offered['suggestions'][0]}" in content
+    picked = client(served).chat.completions.create(
+        model=KB,
+        messages=[user(NEEDS_GENERATION), {"role": "assistant", "content": content}, user("1")],
+    )
+    answered = guardrag_of(picked)
+    assert answered["outcome"] == "answered" and answered["route"] == "exact_match"
+    assert answered["citations"][0]["source_id"] == offered["choices"][0]["source_id"]
+
+
 def test_a_key_of_another_kb_gets_nothing_from_this_one(served: str) -> None:
     payroll = client(served, PAYROLL_KEY)
     with pytest.raises(openai.PermissionDeniedError):

@@ -1,17 +1,17 @@
 """How the faces run a question: progress as the pipeline's nodes finish, the draft's sentences
-as each is verified (`faces/sentences.py`), the candidates it ranked (for "did you mean"
-entries after a not-found refusal), and the audit guarantee (no answer leaves before its
+as each is verified (`faces/sentences.py`), the entries offered instead of an answer ("did
+you mean"), and the audit guarantee (no answer leaves before its
 audit record is stored or spooled)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from guardrag.contract import RefusalReason, Result
+from guardrag.contract import Result
 from guardrag.core.audit import AuditUnavailable
 from guardrag.faces.sentences import Sentence, SentenceGate
 from guardrag.faces.service import Guardrag
@@ -77,41 +77,19 @@ def progress_of(node: str, update: dict[str, Any]) -> Progress | None:
     return Progress(node=node, verdict=verdict, stage=stage, label=STAGE_LABELS[stage])
 
 
-# --- did you mean -----------------------------------------------------------------------
-
-#: Refusals after which close KB entries are offered: the help centre had something near.
-SUGGEST_AFTER = frozenset(
-    {RefusalReason.NO_RELEVANT_DOCS, RefusalReason.LOW_CONFIDENCE, RefusalReason.NOT_GROUNDED}
-)
-#: How close (cosine of the question to the entry's question) an entry must be to be offered.
-SUGGEST_MIN_SIMILARITY = 0.45
-SUGGEST_MAX = 3
+# --- a finished question -----------------------------------------------------------------
 
 
 @dataclass
 class Asked:
-    """A finished question as the faces see it: the result, and what it passed on the way."""
+    """A finished question as the faces see it."""
 
     result: Result
-    candidates: list[Any] = field(default_factory=list)
 
-    def suggestions(self, limit: int = SUGGEST_MAX) -> list[str]:
-        """Up to `limit` FAQ questions of the KB close to a not-found question ("Did you
-        mean ..."), in the reranker's order (its best entry first, not the likeliest-worded
-        title); none after any other outcome."""
-        refusal = self.result.refusal
-        if refusal is None or refusal.reason not in SUGGEST_AFTER:
-            return []
-        found: list[str] = []
-        for candidate in self.candidates:
-            payload = getattr(candidate, "payload", {}) or {}
-            title = str(payload.get("question") or "").strip()
-            close = float(getattr(candidate, "dense", 0.0)) >= SUGGEST_MIN_SIMILARITY
-            if payload.get("kind") == "faq" and title and close and title not in found:
-                found.append(title)
-            if len(found) == limit:
-                break
-        return found
+    def suggestions(self) -> list[str]:
+        """The questions of the entries offered instead of an answer ("Did you mean ..."), the
+        reranker's best first; none after any other outcome."""
+        return [choice.title for choice in self.result.choices]
 
 
 def ask_with_progress(
@@ -124,13 +102,10 @@ def ask_with_progress(
     on_sentence: Callable[[Sentence], None] | None = None,
 ) -> Asked:
     """`bot.ask` that reports progress as nodes finish, with `on_sentence` each sentence of
-    a generated draft once it is verified, and keeps the candidates it ranked."""
-    candidates: list[Any] = []
+    a generated draft once it is verified."""
     gate = SentenceGate(bot.services, question, on_sentence) if on_sentence else None
 
     def step(node: str, update: dict[str, Any]) -> None:
-        if update.get("candidates"):
-            candidates[:] = update["candidates"]
         if gate is not None:
             gate.step(node, update)
         event = progress_of(node, update)
@@ -139,7 +114,7 @@ def ask_with_progress(
 
     on_token = gate.feed if gate is not None else None
     result = bot.ask(question, kb, thread_id=thread_id, on_step=step, on_token=on_token)
-    return Asked(result, candidates)
+    return Asked(result)
 
 
 # --- the audit guarantee ----------------------------------------------------------------

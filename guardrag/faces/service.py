@@ -23,7 +23,7 @@ from langgraph.types import Durability
 import guardrag.core.guards.framework  # noqa: F401
 from guardrag.config.run_config import RunConfig
 from guardrag.config.settings import Settings, load_settings, validate_kb_name
-from guardrag.contract import Refusal, Result, Usage
+from guardrag.contract import Outcome, Refusal, Result, Usage
 from guardrag.core import metrics
 from guardrag.core.audit import AuditSink
 from guardrag.core.classify import DomainClassifier
@@ -289,6 +289,13 @@ class Guardrag:
         self.services.store.close()
 
 
+def _outcome(state: dict[str, Any]) -> Outcome:
+    """Choices offered (a not-found refusal with close entries), refused, or answered."""
+    if state.get("choices"):
+        return "choices"
+    return "refused" if state.get("refusal") else "answered"
+
+
 def to_result(
     state: dict[str, Any],
     question: str,
@@ -303,11 +310,12 @@ def to_result(
         question=question,
         request_id=request_id,
         thread_id=thread_id,
-        outcome="refused" if refusal else "answered",
+        outcome=_outcome(state),
         route=None if refusal else state.get("route"),
         refusal=refusal,
         answer=state.get("answer", ""),
         citations=[] if refusal else state.get("citations", []),
+        choices=state.get("choices") or [],
         uncovered=[] if refusal else state.get("uncovered", []),
         confidence=0.0 if refusal else float(state.get("confidence", 0.0)),
         trail=state.get("trail", []),

@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from guardrag.config.settings import validate_kb_name
 from guardrag.contract import Result
 from guardrag.core.audit import AuditUnavailable
+from guardrag.core.choices import offered_in
 from guardrag.faces.api.ask import admit, finish
 from guardrag.faces.api.auth import Caller, caller_of
 from guardrag.faces.api.bodies import NOT_FOUND
@@ -79,10 +80,13 @@ class ChatRequest(BaseModel):
 
 
 class GuardragExtension(Result):
-    """The full guardrag result, plus close KB entries after a not-found refusal."""
+    """The full guardrag result, plus the questions of the entries offered instead of an
+    answer."""
 
     suggestions: list[str] = Field(
-        default_factory=list, description="FAQ questions of the KB close to a not-found question."
+        default_factory=list,
+        description="Outcome `choices`: the offered FAQ entries' questions, best first; ask one "
+        "(or reply with its number in the same thread) to read its answer.",
     )
     withdrawn: bool = Field(
         False,
@@ -135,18 +139,18 @@ class ModelList(BaseModel):
     data: list[Model]
 
 
-def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
+def split_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
     """The question (the last message when it is the user's; else none, which the pipeline
     refuses `empty_input` like any empty question) and the earlier (question, answer) turns
-    of the conversation, oldest first."""
-    turns: list[dict[str, str]] = []
+    of the conversation, oldest first, with the entries an answer offered (so "2" picks one)."""
+    turns: list[dict[str, Any]] = []
     asked: str | None = None
     for message in messages[:-1]:
         if message.role == "user":
             asked = message.text()
         elif message.role == "assistant" and asked is not None:
             answer = message.text().split(SOURCES_HEADER, 1)[0]
-            turns.append({"question": asked, "answer": answer})
+            turns.append({"question": asked, "answer": answer, "choices": offered_in(answer)})
             asked = None
     question = messages[-1].text() if messages[-1].role == "user" else ""
     return question, turns[-HISTORY_TURNS:]

@@ -242,7 +242,7 @@ def batch(
     name = _kb(kb)
     bot = Guardrag.from_settings(source="batch")
     resume()
-    counts = {"answered": 0, "refused": 0}
+    counts = {"answered": 0, "choices": 0, "refused": 0}
     try:
         with (
             out.open("w", encoding="utf-8") as sink,
@@ -254,7 +254,8 @@ def batch(
     finally:
         bot.close()
     typer.echo(
-        f"{len(rows)} questions: {counts['answered']} answered, {counts['refused']} refused; {len(bad)} bad rows skipped -> {out}"
+        f"{len(rows)} questions: {counts['answered']} answered, {counts['choices']} offered "
+        f"choices, {counts['refused']} refused; {len(bad)} bad rows skipped -> {out}"
     )
 
 

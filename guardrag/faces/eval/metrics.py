@@ -121,6 +121,27 @@ def citing_no_gold(rows: Iterable[Evaluated]) -> list[Evaluated]:
     ]
 
 
+def offers_gold(row: Evaluated) -> bool:
+    """Entries were offered instead of an answer and one of them is gold: one click away."""
+    return row.result.outcome == "choices" and any(
+        is_gold(row.gold, choice.source_id) for choice in row.result.choices
+    )
+
+
+def _one_click(judged: Sequence[Evaluated]) -> dict[str, Any]:
+    """How often a gold entry was answered or offered, of the answerable cases with gold."""
+    answerable = [r for r in judged if r.case.expect == "answer" and r.gold]
+    answered_gold = sum(
+        r.result.outcome == "answered" and cites_gold(r.result, r.gold) for r in answerable
+    )
+    offered = sum(offers_gold(r) for r in answerable)
+    return {
+        "offered_choices": sum(r.result.outcome == "choices" for r in judged),
+        "resolved_in_one_click": offered,
+        "gold_answered_or_offered": _ratio(answered_gold + offered, len(answerable)),
+    }
+
+
 #: Two entries are near-duplicates when their questions, or their answers, are at least this
 #: close (cosine of the stored MiniLM vectors).
 NEAR_DUPLICATE = 0.8
@@ -225,6 +246,7 @@ def summarise(
         "answered": sum(r.result.outcome == "answered" for r in rows),
         "answered_citing_no_gold": len(citing_no_gold(rows)),
         "of_them_near_duplicate": len(near_gold),
+        **_one_click(judged),
         "pending_llm": sum(pending_llm(r.result) for r in rows),
     }
     return {

@@ -99,7 +99,7 @@ def stored_records(
 
 def stored_row(record: AuditRecord) -> Row:
     """A stored (already redacted) record as a table row, its free text escaped."""
-    route = record.refusal_reason if record.outcome == "refused" else record.route
+    route = record.route if record.outcome == "answered" else record.refusal_reason
     return [
         record.ts.replace("T", " ")[:19],
         escape_text(record.kb),
@@ -224,7 +224,7 @@ def audit_tab(bot: Guardrag, recent: RecentResults, operator: Operator) -> None:
         gr.Markdown(NEEDS_OPERATOR.format(commands=commands), elem_id="audit-disabled")
         return
     with gr.Row():
-        outcome = gr.Dropdown([ALL, "answered", "refused"], value=ALL, label="Outcome")
+        outcome = gr.Dropdown([ALL, "answered", "choices", "refused"], value=ALL, label="Outcome")
         reason = gr.Dropdown([ALL, *(r.value for r in RefusalReason)], value=ALL, label="Reason")
         show = gr.Button("Show recent requests", elem_id="audit-show")
         export = gr.Button("Export JSONL")

@@ -95,6 +95,10 @@ def badge_html(result: Result | None) -> str:
 
 
 def answer_text(result: Result) -> str:
+    """What the chat shows as the reply: the answer, or the refusal's plain message (offered
+    entries are shown as buttons, not as the numbered list a chat client gets)."""
+    if result.outcome == "choices" and result.refusal is not None:
+        return result.refusal.message
     return result.answer or (result.refusal.message if result.refusal else "")
 
 

@@ -1,0 +1,94 @@
+"""Choices instead of a bare refusal: close FAQ entries offered when no answer is confident,
+picked by a click (a new question) or by their number in the same conversation."""
+
+from __future__ import annotations
+
+from guardrag.contract import Choice
+from guardrag.core.choices import listed, offerable, offered_in, picked
+from guardrag.faces.api.openai import ChatMessage, split_messages
+from guardrag.faces.service import Guardrag
+from guardrag.graph.state import Candidate
+from tests.fakes import ScriptedChatModel
+
+#: Several entries of the sample KB are close, none decisively (rerank is unsure).
+UNSURE = "is it free to top up my wallet?"
+
+
+def entry(source: str, title: str, dense: float, kind: str = "faq") -> Candidate:
+    payload = {"kind": kind, "question": title, "source_id": source}
+    return Candidate(id=source, payload=payload, fused=dense, dense=dense, score=dense)
+
+
+def test_offered_entries_keep_the_rerankers_order_and_leave_passages_and_far_entries_out() -> None:
+    ranked = [
+        entry("kw-cards-002", "How long does the physical card take to arrive?", 0.55),
+        entry("doc#p3", "Cards > Delivery", 0.90, kind="passage"),  # no question to ask
+        entry("kw-cards-006", "How much is a replacement card?", 0.50),
+        entry("kw-cards-006b", "How much is a replacement card?", 0.50),  # the same question
+        entry("kw-far-001", "Can I top up with a foreign card?", 0.30),  # not close
+        entry("kw-cards-001", "How do I activate my card?", 0.62),
+        entry("kw-cards-009", "How do I freeze my card?", 0.61),  # past the limit
+    ]
+    assert [c.source_id for c in offerable(ranked)] == [
+        "kw-cards-002",
+        "kw-cards-006",
+        "kw-cards-001",
+    ]
+
+
+def test_a_number_picks_an_offered_question_and_nothing_else_does() -> None:
+    offered = ["How do I activate my card?", "How do I freeze my card?"]
+    assert picked("2", offered) == offered[1]
+    assert picked(" #1. ", offered) == offered[0]
+    assert picked("option 2", offered) == offered[1]
+    assert picked("3", offered) is None  # only two were offered
+    assert picked("2 cards please", offered) is None
+    assert picked("2", []) is None
+
+
+def test_the_offered_list_reads_back_from_the_reply_text() -> None:
+    choices = [
+        Choice(source_id="a", title="How do I activate my card?"),
+        Choice(source_id="b", title="How do I freeze my card?"),
+    ]
+    reply = "\n".join(["I'm not confident I have the right answer.", "", *listed(choices)])
+    assert offered_in(reply) == ["How do I activate my card?", "How do I freeze my card?"]
+    assert offered_in("1. a numbered answer\n2. that offered nothing") == []
+
+
+def test_an_unsure_question_offers_close_entries_and_its_number_answers_verbatim(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    first = bot.ask(UNSURE, thread_id="pick", knobs={"use_llm": False, "rephrase_unsure": False})
+    assert first.outcome == "choices", first.trail
+    assert first.refusal is not None and first.refusal.kind == "not_found"  # why: still typed
+    assert first.citations == [] and 1 <= len(first.choices) <= 3
+    offered = next(d for d in first.trail if d.node == "offer_choices")
+    assert offered.detail["offered"] == [c.source_id for c in first.choices]
+    for number, choice in enumerate(first.choices, start=1):
+        assert f"{number}. {choice.title}" in first.answer
+
+    second = bot.ask("2" if len(first.choices) > 1 else "1", thread_id="pick")
+    chosen = first.choices[1 if len(first.choices) > 1 else 0]
+    assert second.outcome == "answered" and second.route == "exact_match", second.trail
+    assert [c.source_id for c in second.citations] == [chosen.source_id]
+    assert chat.calls == []  # no model wrote anything: the KB's own answer
+
+
+def test_a_refusal_with_nothing_close_offers_nothing(bot: Guardrag) -> None:
+    result = bot.ask("What is the capital of Mongolia?", knobs={"use_llm": False})
+    assert result.outcome == "refused" and result.choices == [], result.trail
+
+
+def test_a_chat_client_picks_by_number_from_the_history_it_sends_back() -> None:
+    reply = "\n".join(
+        ["Not sure.", "", *listed([Choice(source_id="a", title="How do I freeze my card?")])]
+    )
+    question, turns = split_messages(
+        [
+            ChatMessage(role="user", content="card stuff"),
+            ChatMessage(role="assistant", content=reply),
+            ChatMessage(role="user", content="1"),
+        ]
+    )
+    assert question == "1" and turns[-1]["choices"] == ["How do I freeze my card?"]
