@@ -14,7 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from opentelemetry import trace
 
 from guardrag.graph.context import Services
-from guardrag.graph.edges import ROUTES, destinations, route_after
+from guardrag.graph.edges import ROUTES, after_offer_choices, destinations, route_after
 from guardrag.graph.state import InputState, PipelineState
 from guardrag.nodes.classify import classify
 from guardrag.nodes.common import NodeRuntime
@@ -99,5 +99,5 @@ def build_graph(
         graph.add_conditional_edges(name, route_after(name), list[str](destinations(name)))
     graph.add_edge("respond", END)
     graph.add_edge("refuse", END)
-    graph.add_edge("offer_choices", END)
+    graph.add_conditional_edges("offer_choices", after_offer_choices, ["refuse", END])
     return graph.compile(checkpointer=checkpointer, name="guardrag")

@@ -1,7 +1,7 @@
 """Conditional edges: where the pipeline goes after each node, from that node's own verdict.
 
-A refusal goes to `refuse`, or, when the search found nothing confident but FAQ entries close to
-the question (a not-found refusal after retrieval), to `offer_choices`. Otherwise the node's last Decision verdict is looked up in
+A refusal goes to `refuse`; a not-found refusal after retrieval goes first to `offer_choices`,
+which offers the FAQ entries the reranker found relevant, or passes on to `refuse` when none. Otherwise the node's last Decision verdict is looked up in
 ROUTES; a verdict a node is not allowed to return is a bug and raises instead of guessing.
 """
 
@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from guardrag.contract import Refusal
-from guardrag.core.choices import OFFER_AFTER, offerable
+from guardrag.core.choices import OFFER_AFTER
 from guardrag.graph.state import PipelineState
 
 NodeName = Literal[
@@ -61,9 +60,8 @@ def route_after(node: str) -> Callable[[PipelineState], NodeName]:
     def route(state: PipelineState) -> NodeName:
         refusal = state.get("refusal")
         if refusal is not None:
-            return (
-                "offer_choices" if node in OFFER_FROM and _may_offer(refusal, state) else "refuse"
-            )
+            offers = node in OFFER_FROM and refusal.reason in OFFER_AFTER
+            return "offer_choices" if offers else "refuse"
         trail = state.get("trail") or []
         if not trail or trail[-1].node != node:
             raise UnknownRoute(f"{node} finished without recording a decision")
@@ -78,8 +76,9 @@ def route_after(node: str) -> Callable[[PipelineState], NodeName]:
     return route
 
 
-def _may_offer(refusal: Refusal, state: PipelineState) -> bool:
-    return refusal.reason in OFFER_AFTER and bool(offerable(state.get("candidates") or []))
+def after_offer_choices(state: PipelineState) -> Literal["refuse", "__end__"]:
+    """Entries offered: the turn ends with them; none relevant enough: a plain refusal."""
+    return "__end__" if state.get("choices") else "refuse"
 
 
 def destinations(node: str) -> list[NodeName]:

@@ -1,4 +1,5 @@
-"""offer_choices: a not-found refusal with FAQ entries close to the question offers them.
+"""offer_choices: a not-found refusal after retrieval offers the FAQ entries the reranker
+found relevant (rerank score >= `min_relevance`), or passes on to `refuse` when there are none.
 
 The reply says why there is no answer (the refusal's own message), then lists up to three
 entries, the reranker's best first. Picking one (a click in the UI, its number in a chat
@@ -15,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.core.choices import listed, offerable
 from guardrag.graph.state import PipelineState, Turn
-from guardrag.nodes.common import NodeRuntime, decide, refusal_text
+from guardrag.nodes.common import NodeRuntime, decide, knobs, refusal_text
 
 
 def offer_choices(
@@ -24,7 +25,14 @@ def offer_choices(
     """Writes the refusal's message and the numbered entries as the reply."""
     refusal = state["refusal"]
     assert refusal is not None, "offer_choices reached without a refusal"
-    choices = offerable(state.get("candidates") or [])
+    floor = knobs(config).min_relevance
+    choices = offerable(state.get("candidates") or [], floor)
+    if not choices:
+        return {
+            "trail": [
+                decide("offer_choices", "miss", "no relevant entry to offer", threshold=floor)
+            ]
+        }
     message = refusal_text(state, runtime, refusal)
     reply = "\n".join([message, "", *listed(choices)])
     titles = [choice.title for choice in choices]
@@ -40,7 +48,9 @@ def offer_choices(
             decide(
                 "offer_choices",
                 "miss",
-                f"{refusal.reason.value}: {len(choices)} close entries offered instead",
+                f"{refusal.reason.value}: {len(choices)} relevant entries offered instead",
+                score=choices[0].score,
+                threshold=floor,
                 offered=[choice.source_id for choice in choices],
                 stage=refusal.stage,
             )

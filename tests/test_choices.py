@@ -14,26 +14,23 @@ from tests.fakes import ScriptedChatModel
 UNSURE = "is it free to top up my wallet?"
 
 
-def entry(source: str, title: str, dense: float, kind: str = "faq") -> Candidate:
+def entry(source: str, title: str, score: float, kind: str = "faq") -> Candidate:
     payload = {"kind": kind, "question": title, "source_id": source}
-    return Candidate(id=source, payload=payload, fused=dense, dense=dense, score=dense)
+    return Candidate(id=source, payload=payload, fused=score, dense=0.4, score=score)
 
 
-def test_offered_entries_keep_the_rerankers_order_and_leave_passages_and_far_entries_out() -> None:
+def test_offered_entries_keep_the_rerankers_order_and_leave_passages_and_irrelevant_out() -> None:
     ranked = [
-        entry("kw-cards-002", "How long does the physical card take to arrive?", 0.55),
-        entry("doc#p3", "Cards > Delivery", 0.90, kind="passage"),  # no question to ask
-        entry("kw-cards-006", "How much is a replacement card?", 0.50),
-        entry("kw-cards-006b", "How much is a replacement card?", 0.50),  # the same question
-        entry("kw-far-001", "Can I top up with a foreign card?", 0.30),  # not close
-        entry("kw-cards-001", "How do I activate my card?", 0.62),
-        entry("kw-cards-009", "How do I freeze my card?", 0.61),  # past the limit
+        entry("kw-cards-002", "How long does the physical card take to arrive?", 0.60),
+        entry("doc#p3", "Cards > Delivery", 0.58, kind="passage"),  # no question to ask
+        entry("kw-cards-006", "How much is a replacement card?", 0.53),
+        entry("kw-cards-006b", "How much is a replacement card?", 0.52),  # the same question
+        entry("kw-far-001", "Can I top up with a foreign card?", 0.30),  # below the floor
+        entry("kw-cards-001", "How do I activate my card?", 0.45),
+        entry("kw-cards-009", "How do I freeze my card?", 0.44),  # past the limit
     ]
-    assert [c.source_id for c in offerable(ranked)] == [
-        "kw-cards-002",
-        "kw-cards-006",
-        "kw-cards-001",
-    ]
+    offered = offerable(ranked, min_score=0.35)
+    assert [c.source_id for c in offered] == ["kw-cards-002", "kw-cards-006", "kw-cards-001"]
 
 
 def test_a_number_picks_an_offered_question_and_nothing_else_does() -> None:
@@ -75,9 +72,11 @@ def test_an_unsure_question_offers_close_entries_and_its_number_answers_verbatim
     assert chat.calls == []  # no model wrote anything: the KB's own answer
 
 
-def test_a_refusal_with_nothing_close_offers_nothing(bot: Guardrag) -> None:
-    result = bot.ask("What is the capital of Mongolia?", knobs={"use_llm": False})
+def test_a_refusal_with_nothing_relevant_offers_nothing(bot: Guardrag) -> None:
+    """Every candidate below min_relevance: offer_choices passes the refusal on to refuse."""
+    result = bot.ask(UNSURE, knobs={"use_llm": False, "min_relevance": 0.99})
     assert result.outcome == "refused" and result.choices == [], result.trail
+    assert [d.node for d in result.trail][-2:] == ["offer_choices", "refuse"]
 
 
 def test_a_chat_client_picks_by_number_from_the_history_it_sends_back() -> None:
@@ -92,3 +91,12 @@ def test_a_chat_client_picks_by_number_from_the_history_it_sends_back() -> None:
         ]
     )
     assert question == "1" and turns[-1]["choices"] == ["How do I freeze my card?"]
+
+
+def test_the_rerankers_best_entry_is_offered_first_for_a_reworded_question(bot: Guardrag) -> None:
+    """'When does the physical card arrive in Sabah?': kw-cards-002 (ordering a physical card,
+    its delivery time) ranks first without a clear lead; it is offered first, though another
+    entry's question is worded closer."""
+    result = bot.ask("When does the physical card arrive in Sabah?", knobs={"use_llm": False})
+    assert result.outcome == "choices", result.trail
+    assert result.choices[0].source_id == "kw-cards-002"

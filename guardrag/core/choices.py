@@ -19,8 +19,6 @@ from guardrag.contract import Choice, RefusalReason
 OFFER_AFTER = frozenset(
     {RefusalReason.NO_RELEVANT_DOCS, RefusalReason.LOW_CONFIDENCE, RefusalReason.NOT_GROUNDED}
 )
-#: How close (cosine of the question to the entry's question) an entry must be to be offered.
-MIN_SIMILARITY = 0.45
 MAX_CHOICES = 3
 
 #: One offered entry in a reply: "2. How long does the card take to arrive?".
@@ -29,16 +27,18 @@ _LISTED = re.compile(r"^([1-9])\. (.+)$")
 _PICK = re.compile(r"^\s*(?:#|no\.?|number|option|choice)?\s*([1-9])\s*[.)]?\s*$", re.IGNORECASE)
 
 
-def offerable(candidates: Iterable[Any], limit: int = MAX_CHOICES) -> list[Choice]:
-    """Up to `limit` FAQ entries of `candidates` (in the reranker's order: its best first) whose
-    question is close to the asked one; document passages are never offered (they have no
-    question of their own to ask)."""
+def offerable(
+    candidates: Iterable[Any], min_score: float, limit: int = MAX_CHOICES
+) -> list[Choice]:
+    """Up to `limit` FAQ entries of `candidates` (in the reranker's order: its best first) that
+    the reranker found relevant (`min_score`: the pipeline's `min_relevance`); document
+    passages are never offered (they have no question of their own to ask)."""
     found: list[Choice] = []
     for candidate in candidates:
         payload = getattr(candidate, "payload", {}) or {}
         title = str(payload.get("question") or "").strip()
-        close = float(getattr(candidate, "dense", 0.0)) >= MIN_SIMILARITY
-        if payload.get("kind") != "faq" or not title or not close:
+        relevant = float(getattr(candidate, "score", 0.0)) >= min_score
+        if payload.get("kind") != "faq" or not title or not relevant:
             continue
         if all(title != choice.title for choice in found):
             source_id = str(payload.get("source_id", getattr(candidate, "id", "")))
