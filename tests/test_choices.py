@@ -3,6 +3,8 @@ picked by a click (a new question) or by their number in the same conversation."
 
 from __future__ import annotations
 
+import pytest
+
 from guardrag.contract import Choice
 from guardrag.core.choices import listed, offerable, offered_in, picked
 from guardrag.faces.api.openai import ChatMessage, split_messages
@@ -100,3 +102,26 @@ def test_the_rerankers_best_entry_is_offered_first_for_a_reworded_question(bot: 
     result = bot.ask("When does the physical card arrive in Sabah?", knobs={"use_llm": False})
     assert result.outcome == "choices", result.trail
     assert result.choices[0].source_id == "kw-cards-002"
+
+
+@pytest.mark.parametrize(
+    ("question", "entry"),
+    [
+        ("How do I close my account?", "kw-closure-001"),
+        (
+            "What's the charge for taking out cash at an ATM in Malaysia with the card?",
+            "kw-cards-008",
+        ),
+        ("How many points do I need before I can turn them into wallet credit?", "kw-rewards-002"),
+        ("Do I pay anything to send money to my bank account?", "kw-transfers-004"),
+        ("how do i chnage my pasword", "kw-security-002"),
+    ],
+)
+def test_reworded_demo_questions_offer_the_entry_that_answers_them(
+    bot: Guardrag, question: str, entry: str
+) -> None:
+    """Questions the demo refused without a model: the entry that answers each is one click
+    away (or answered outright)."""
+    result = bot.ask(question, knobs={"use_llm": False})
+    reached = [c.source_id for c in result.choices] + [c.source_id for c in result.citations]
+    assert result.outcome in ("choices", "answered") and entry in reached, result.trail
