@@ -25,6 +25,7 @@ from guardrag.nodes.ground import ground
 from guardrag.nodes.judge_passages import judge_passages
 from guardrag.nodes.moderate_input import moderate_input
 from guardrag.nodes.moderate_output import moderate_output
+from guardrag.nodes.quote import quote
 from guardrag.nodes.refuse import refuse
 from guardrag.nodes.rephrase import rephrase
 from guardrag.nodes.rerank import rerank
@@ -46,6 +47,7 @@ NODES: dict[str, Node] = {
     "judge_passages": judge_passages,
     "generate": generate,
     "ground": ground,
+    "quote": quote,
     "moderate_output": moderate_output,
     "respond": respond,
     "refuse": refuse,

@@ -22,6 +22,7 @@ NodeName = Literal[
     "judge_passages",
     "generate",
     "ground",
+    "quote",
     "moderate_output",
     "respond",
     "refuse",
@@ -37,7 +38,9 @@ ROUTES: dict[str, dict[str, NodeName]] = {
     "judge_passages": {"pass": "generate"},
     "rephrase": {"pass": "retrieve", "miss": "rerank"},
     "generate": {"pass": "ground"},
-    "ground": {"pass": "moderate_output", "miss": "moderate_output"},
+    # miss: an FAQ entry answers verbatim instead; hit: a document passage to quote from
+    "ground": {"pass": "moderate_output", "miss": "moderate_output", "hit": "quote"},
+    "quote": {"pass": "moderate_output"},
     "moderate_output": {"pass": "respond"},
 }
 

@@ -61,7 +61,7 @@ REASON_KIND: dict[RefusalReason, RefusalKind] = {
 }
 
 Verdict = Literal["pass", "hit", "miss", "block", "error"]
-Route = Literal["exact_match", "semantic_match", "generated"]
+Route = Literal["exact_match", "semantic_match", "quoted", "generated"]
 Outcome = Literal["answered", "refused"]
 
 
