@@ -5,8 +5,9 @@ the judge's choice, when it was asked). The one or two sentences of it that answ
 question best (a list with its lead-in, a table row under its header) are the answer,
 verbatim, with the passage's citation (route `quoted`, no model writing), only when they could
 stand as an answer on their own (guardrag.core.quote.quote_problem): a sentence, not a run of
-flattened table cells; not the document's opening; and holding the question's key words
-(`min_evidence_coverage`, IDF-weighted) or semantically very close to it (`strong_semantic`).
+flattened table cells; not the document's opening; and holding `min_evidence_coverage` of the
+question's IDF-weighted words that the KB uses at all (a lay word no passage holds cannot be
+quoted; KBStats.known_coverage), or semantically very close to it (`strong_semantic`).
 Anything else is refused `not_grounded`, with the quote's coverage and similarity against
 those thresholds in the trail.
 """
@@ -21,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.contract import RefusalReason
 from guardrag.core.kb.asides import OPENING
 from guardrag.core.quote import best_quote, quote_problem
-from guardrag.core.rerank import lexical_coverage
+from guardrag.core.text import coverage
 from guardrag.graph.state import PipelineState
 from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
 
@@ -51,7 +52,9 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
         decision = decide(NODE, "block", f"{label} has no sentence to quote")
         return refuse_with(RefusalReason.NOT_GROUNDED, decision)
     stats = runtime.context.kb_stats.peek(state["kb"])
-    covered = lexical_coverage(question, [found.text], stats)
+    covered = (
+        stats.known_coverage(question, found.text) if stats else coverage(question, found.text)
+    )
     problem = quote_problem(found, covered, run.min_evidence_coverage, run.strong_semantic)
     evidence = {
         "similarity": round(found.similarity, 4),

@@ -233,3 +233,22 @@ def test_a_chunk_that_cannot_be_quoted_is_refused_with_why(
     assert result.refusal.stage == "quote" and result.citations == []
     quoted = next(d for d in result.trail if d.node == "quote")
     assert "no sentence to quote" in quoted.reason
+
+
+def test_a_word_the_kb_never_uses_does_not_count_against_a_quote() -> None:
+    from guardrag.core.kb.stats import KBStats
+
+    stats = KBStats.from_texts(
+        "s",
+        [
+            "Refer people with dysphagia for an endoscopy.",
+            "Offer a chest X-ray to people exposed to asbestos.",
+            "Consider a blood count for people with fatigue.",
+        ],
+    )
+    question = "Is trouble swallowing reason enough for an endoscopy?"
+    quote = "Refer people with dysphagia for an endoscopy."
+    # "trouble", "swallowing", "reason", "enough": no entry holds them; "endoscopy" is quoted
+    assert stats.known_coverage(question, quote) == 1.0
+    assert stats.idf_coverage(question, quote) < 0.3
+    assert stats.known_coverage(question, "Consider a blood count for people with fatigue.") == 0

@@ -9,8 +9,9 @@ scores nearly as well.
 
 A quote is served only when it could stand as an answer on its own (`quote_problem`): no line
 longer than a sentence runs (a table flattened into one line by a PDF has no sentence to cut
-at), and it holds the question's key words or is semantically very close to it, by the same
-evidence rerank asks of passages before any model is trusted with them.
+at), and it holds the question's key words (those the KB uses at all) or is semantically very
+close to it, on the scale of the evidence rerank asks of passages before any model is trusted
+with them.
 """
 
 from __future__ import annotations
