@@ -2,8 +2,9 @@
 
 Evidence (per claim, guardrag.core.grounding.claims): embedding similarity and lexical overlap
 with the best source sentence, agreement of numbers and named entities, no negation flip, and
-citations only to passages that were actually given; a draft opening with "Yes" must agree
-with the negation and qualifiers of the passage it rests on (guardrag.core.grounding.polarity).
+citations only to passages that were actually given; over a document passage, a draft must
+state a figure when the question asks one (guardrag.core.grounding.kind) and a "Yes" must
+agree with the negation and qualifiers of the passage (guardrag.core.grounding.polarity).
 Unsupported uncited remarks without figures or qualifiers ("This keeps your money safe.") are
 left out when everything else is grounded (guardrag.core.grounding.drafts.prune).
 
@@ -35,6 +36,7 @@ from guardrag.core.grounding import (
 )
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
+from guardrag.core.grounding.kind import figure_missing
 from guardrag.core.grounding.polarity import yes_conflict
 from guardrag.core.rerank import answers_in_kind
 from guardrag.core.text import asks_for_definition
@@ -202,8 +204,10 @@ def _fallback(
 def _polarity(
     question: str, draft: str, report: GroundingReport, passages: list[Candidate]
 ) -> GroundingReport:
-    """`report`, made unsupported when the draft's "Yes" contradicts the document passage its
-    first claim rests on (guardrag.core.grounding.polarity). FAQ answers are not read so."""
+    """`report`, made unsupported when the draft answers a document passage's question out of
+    kind (a figure asked, none stated: guardrag.core.grounding.kind) or its "Yes" contradicts
+    the passage its first claim rests on (guardrag.core.grounding.polarity). FAQ answers are
+    not read so."""
     first = report.claims[0] if report.claims else None
     number = (first.cited[0] if first and first.cited else None) or (
         first.best_passage if first else None
@@ -213,7 +217,9 @@ def _polarity(
     source = passages[number - 1]
     if source.is_faq:
         return report
-    conflict = yes_conflict(question, draft, str(source.payload.get("text") or ""))
+    conflict = figure_missing(question, draft) or yes_conflict(
+        question, draft, str(source.payload.get("text") or "")
+    )
     if conflict is None:
         return report
     claim = replace(first, supported=False, best_passage=number, reason=conflict)

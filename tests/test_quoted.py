@@ -252,3 +252,47 @@ def test_a_word_the_kb_never_uses_does_not_count_against_a_quote() -> None:
     assert stats.known_coverage(question, quote) == 1.0
     assert stats.idf_coverage(question, quote) < 0.3
     assert stats.known_coverage(question, "Consider a blood count for people with fatigue.") == 0
+
+
+# --- an answer of the kind asked -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "draft", "missing"),
+    [
+        ("How often must the filter be changed?", "The filter is part of the pump [2019].", True),
+        ("How often must the filter be changed?", "Every 3 months [1].", False),
+        ("How often must the filter be changed?", "Twice a year.", False),
+        ("At what age can a child sign up?", "Children can sign up with a parent.", True),
+        ("What minimum deposit level applies?", "A deposit of RM 50 applies.", False),
+        ("How long does a refund take?", "Refunds are processed within a week.", False),
+        ("What documents do I need?", "Bring your passport.", False),  # no figure asked
+    ],
+)
+def test_a_question_asking_a_figure_needs_one(question: str, draft: str, missing: bool) -> None:
+    from guardrag.core.grounding.kind import figure_missing
+
+    assert (figure_missing(question, draft) is not None) is missing
+
+
+def test_a_yes_the_passage_negates_is_replaced_by_the_passage_s_sentence(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    terms = tmp_path / "terms.md"
+    terms.write_text(
+        "# Account terms\n\n## Joint accounts\n\nJoint accounts are opened in a branch. "
+        "Customers with a joint account do not need a second signature for transfers under "
+        "RM 500.\n\n## Complaints\n\nComplaints are answered within 10 working days.\n"
+    )
+    draft = (
+        "Yes, a joint account holder does not need a second signature for transfers under RM 500."
+    )
+    with document_bot(settings, embedder, terms, "terms", draft) as bot:
+        result = bot.ask(
+            "Does a joint account holder need a second signature to transfer?", "terms"
+        )
+    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    ground = next(d for d in result.trail if d.node == "ground")
+    assert "'Yes' contradicts the passage" in ground.reason, steps
+    assert result.route == "quoted", steps
+    assert result.answer.startswith("Customers with a joint account do not need")
