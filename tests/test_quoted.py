@@ -296,3 +296,17 @@ def test_a_yes_the_passage_negates_is_replaced_by_the_passage_s_sentence(
     assert "'Yes' contradicts the passage" in ground.reason, steps
     assert result.route == "quoted", steps
     assert result.answer.startswith("Customers with a joint account do not need")
+
+
+def test_ng12_research_and_update_sections_are_asides_and_no_recommendation_is() -> None:
+    import re
+
+    from tests.conftest import shared
+
+    pdf = shared("docs", "ng12", "NG12_suspected_cancer_recognition_and_referral.pdf")
+    entries, _ = load_entries([pdf])
+    asides = [e.aside for e in entries]
+    assert asides.count("opening") == 1 and asides.count("research") >= 5
+    assert asides.count("changes") >= 3
+    numbered = [e for e in entries if re.match(r"1\.\d+\.\d+ ", e.text)]
+    assert numbered and not any(e.aside for e in numbered)
