@@ -26,6 +26,7 @@ from guardrag.nodes.judge_passages import judge_passages
 from guardrag.nodes.moderate_input import moderate_input
 from guardrag.nodes.moderate_output import moderate_output
 from guardrag.nodes.offer_choices import offer_choices
+from guardrag.nodes.quote import quote
 from guardrag.nodes.refuse import refuse
 from guardrag.nodes.rephrase import rephrase
 from guardrag.nodes.rerank import rerank
@@ -47,6 +48,7 @@ NODES: dict[str, Node] = {
     "judge_passages": judge_passages,
     "generate": generate,
     "ground": ground,
+    "quote": quote,
     "moderate_output": moderate_output,
     "respond": respond,
     "refuse": refuse,

@@ -24,6 +24,7 @@ NodeName = Literal[
     "judge_passages",
     "generate",
     "ground",
+    "quote",
     "moderate_output",
     "respond",
     "refuse",
@@ -40,13 +41,15 @@ ROUTES: dict[str, dict[str, NodeName]] = {
     "judge_passages": {"pass": "generate"},
     "rephrase": {"pass": "retrieve", "miss": "rerank"},
     "generate": {"pass": "ground"},
-    "ground": {"pass": "moderate_output", "miss": "moderate_output"},
+    # miss: an FAQ entry answers verbatim instead; hit: a document passage to quote from
+    "ground": {"pass": "moderate_output", "miss": "moderate_output", "hit": "quote"},
+    "quote": {"pass": "moderate_output"},
     "moderate_output": {"pass": "respond"},
 }
 
 
 #: Nodes after retrieval: their not-found refusals may offer the close entries instead.
-OFFER_FROM = frozenset({"rerank", "rephrase", "judge_passages", "generate", "ground"})
+OFFER_FROM = frozenset({"rerank", "rephrase", "judge_passages", "generate", "ground", "quote"})
 
 
 class UnknownRoute(RuntimeError):

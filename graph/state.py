@@ -104,6 +104,7 @@ class PipelineState(InputState, total=False):
     passages: list[Candidate]
     passages_unsure: bool  # document passages past rerank without the question's words: judged
     draft: str
+    quote_from: list[Candidate]  # the document passage `quote` answers from, when ground failed
     answer: str
     route: Route | None
     citations: list[Citation]

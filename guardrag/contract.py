@@ -61,7 +61,7 @@ REASON_KIND: dict[RefusalReason, RefusalKind] = {
 }
 
 Verdict = Literal["pass", "hit", "miss", "block", "error"]
-Route = Literal["exact_match", "semantic_match", "generated"]
+Route = Literal["exact_match", "semantic_match", "quoted", "generated"]
 #: "choices": not answered (the refusal says why) but up to three KB entries close to the
 #: question were offered; picking one asks that entry's own question. Never counted as answered.
 Outcome = Literal["answered", "refused", "choices"]

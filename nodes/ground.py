@@ -1,22 +1,27 @@
 """ground: refuses a drafted answer unless every claim is supported by the passages it cites.
 
-Evidence (per claim, from guardrag.core.quote import best_quote
-from guardrag.core.grounding.claims): embedding similarity and lexical overlap with the
-best source sentence, agreement of numbers and named entities, no negation flip, and citations
-only to passages that were actually given. Unsupported uncited remarks without figures or
-qualifiers ("This keeps your money safe.") are left out when everything else is grounded
-(guardrag.core.grounding.drafts.prune). An unsupported draft is replaced by the top KB entry verbatim (an
-FAQ answer or a document passage) when that entry clearly leads the ranking, or when it is a
-document passage the draft itself drew on (see _fallback), else refused not_grounded. With
-the knob
-`grounding_judge`, the chat model judges each claim instead of the similarity thresholds
-(guardrag.core.grounding.judge).
+Evidence (per claim, guardrag.core.grounding.claims): embedding similarity and lexical overlap
+with the best source sentence, agreement of numbers and named entities, no negation flip, and
+citations only to passages that were actually given; over a document passage, a draft must
+state a figure when the question asks one (guardrag.core.grounding.kind) and a "Yes" must
+agree with the negation and qualifiers of the passage (guardrag.core.grounding.polarity).
+Unsupported uncited remarks without figures or qualifiers ("This keeps your money safe.") are
+left out when everything else is grounded (guardrag.core.grounding.drafts.prune).
+
+An unsupported draft is replaced, when `grounding_fallback_to_faq` allows (see _fallback): by
+the top FAQ entry's answer verbatim when that entry clearly leads the ranking (route
+semantic_match); by a quote of a document passage the model was given (the judge's choice)
+when the passage clearly leads or the draft drew on it alone: verdict `hit`, and the `quote`
+node decides whether its sentences can stand as the answer. Otherwise refused not_grounded.
+With the knob `grounding_judge`, the chat model judges each claim instead of the similarity
+thresholds (guardrag.core.grounding.judge).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -31,7 +36,8 @@ from guardrag.core.grounding import (
 )
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
-from guardrag.core.quote import best_quote
+from guardrag.core.grounding.kind import figure_missing
+from guardrag.core.grounding.polarity import yes_conflict
 from guardrag.core.rerank import answers_in_kind
 from guardrag.core.text import asks_for_definition
 from guardrag.graph.state import Candidate, PipelineState
@@ -87,6 +93,8 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
             NODE, "error", f"embedder failed: {type(exc).__name__}", error=str(exc)[:300]
         )
         return refuse_with(RefusalReason.MODEL_UNAVAILABLE, decision)
+    if report.supported:
+        report = _polarity(state["question"], draft, report, passages)
     claims = [
         {
             "claim": c.claim[:160],
@@ -120,19 +128,31 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         if ranked and answers_in_kind(state["question"], ranked[0].payload)
         else None
     )
+    if fallback is not None and not fallback[0].is_faq:
+        source, why = fallback
+        decision = decide(
+            NODE,
+            "hit",
+            f"draft not grounded ({report.reason}); {why}: its sentences to be quoted",
+            source.score,
+            threshold,
+            claims=claims,
+            source=str(source.payload.get("label") or source.payload.get("source_id") or ""),
+        )
+        return {"quote_from": [source], "trail": [decision]}
     if fallback is not None:
         top, why = fallback
-        kind = "FAQ entry" if top.is_faq else "passage"
         decision = decide(
             NODE,
             "miss",
-            f"draft not grounded ({report.reason}); {why}: answered with the top {kind} verbatim",
+            f"draft not grounded ({report.reason}); {why}: answered with the top FAQ entry "
+            "verbatim",
             top.score,
             threshold,
             claims=claims,
         )
         return {
-            "answer": _verbatim(state["question"], top, runtime),
+            "answer": str(top.payload.get("answer") or top.payload.get("text") or ""),
             "route": "semantic_match",
             "passages": [top],
             "citations": [top.citation()],
@@ -152,36 +172,61 @@ def _fallback(
     run: RunConfig,
     threshold: float,
 ) -> tuple[Candidate, str] | None:
-    """The KB entry to answer verbatim instead of an ungrounded draft, and why; None refuses.
+    """The KB entry to answer from instead of an ungrounded draft, and why; None refuses.
 
-    Either the top entry clearly leads the ranking (score and lead as for a verbatim FAQ
-    answer), or it is a document passage that the draft itself drew on: every unsupported
-    claim is closest to passage [1], the top of the ranking. Retrieval and the model then
-    agree on the source and only the wording failed (a small model answering "Yes" where
-    the guideline says "avoid"); the passage's own words are the grounded answer. An FAQ
-    entry needs the clear lead: its answer belongs to its own question.
+    An FAQ entry only when it clearly leads the ranking (score and lead as for a verbatim FAQ
+    answer): its answer belongs to its own question. A document passage only among those the
+    model was given (the judge's choice, when it was asked): the top one when it clearly
+    leads, or the one every unsupported claim is closest to. Retrieval and the model then
+    agree on the source and only the wording failed (a small model answering "Yes" where the
+    guideline says "avoid"); the passage's own sentences may be the grounded answer.
     """
     if not run.grounding_fallback_to_faq or not ranked:
         return None
     top = ranked[0]
-    if top.score < threshold:
-        return None
     lead = top.score - ranked[1].score if len(ranked) > 1 else 1.0
-    if lead >= run.faq_margin:
-        return top, f"it leads the runner-up by {lead:.3f} >= faq_margin {run.faq_margin}"
-    drawn_on_top = {c.best_passage for c in report.claims if not c.supported} == {1}
-    if not top.is_faq and drawn_on_top and passages and passages[0].id == top.id:
-        return top, "the draft's unsupported claims all draw on it"
-    return None
-
-
-def _verbatim(question: str, top: Candidate, runtime: NodeRuntime) -> str:
-    """An FAQ entry's answer whole; of a document passage, only the sentences (a list with its
-    lead-in) that answer the question best: a chunk often holds several recommendations, and
-    its first ones may answer something else."""
-    text = str(top.payload.get("answer") or top.payload.get("text") or "")
+    leads = top.score >= threshold and lead >= run.faq_margin
+    why = f"it leads the runner-up by {lead:.3f} >= faq_margin {run.faq_margin}"
     if top.is_faq:
-        return text
-    heading = str(top.payload.get("section") or top.payload.get("title") or "")
-    quote = best_quote(question, text, runtime.context.embedder, heading)
-    return quote.text if quote is not None else text
+        return (top, why) if leads else None
+    if leads and any(p.id == top.id for p in passages):
+        return top, why
+    drawn = {c.best_passage for c in report.claims if not c.supported}
+    if len(drawn) != 1 or None in drawn:
+        return None
+    number = next(iter(drawn))
+    source = passages[number - 1] if number and 0 < number <= len(passages) else None
+    if source is None or source.is_faq or source.score < threshold:
+        return None
+    return source, "the draft's unsupported claims all draw on it"
+
+
+def _polarity(
+    question: str, draft: str, report: GroundingReport, passages: list[Candidate]
+) -> GroundingReport:
+    """`report`, made unsupported when the draft answers a document passage's question out of
+    kind (a figure asked, none stated: guardrag.core.grounding.kind) or its "Yes" contradicts
+    the passage its first claim rests on (guardrag.core.grounding.polarity). FAQ answers are
+    not read so."""
+    first = report.claims[0] if report.claims else None
+    number = (first.cited[0] if first and first.cited else None) or (
+        first.best_passage if first else None
+    )
+    if first is None or not number or not 0 < number <= len(passages):
+        return report
+    source = passages[number - 1]
+    if source.is_faq:
+        return report
+    conflict = figure_missing(question, draft) or yes_conflict(
+        question, draft, str(source.payload.get("text") or "")
+    )
+    if conflict is None:
+        return report
+    claim = replace(first, supported=False, best_passage=number, reason=conflict)
+    return replace(
+        report,
+        supported=False,
+        score=0.0,
+        claims=(claim, *report.claims[1:]),
+        reason=f"claim not supported ({conflict})",
+    )

@@ -6,6 +6,9 @@ searched part by part, so rerank can answer each part from its own entry.
 
 Entries carrying instructions for the model (guards.passages) are dropped, logged and counted
 in the trail: ingest quarantines them, this catches any that reached the index anyway.
+Document chunks that are not answers (research recommendations, update information; see
+guardrag.core.kb.asides) are set aside unless the question asks about them, and named in the
+trail (`set_aside`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.passages import servable
+from guardrag.core.kb.asides import OPENING, asked_about
 from guardrag.core.store import IndexUnavailable, bm25
 from guardrag.core.text import question_parts
 from guardrag.graph.state import Candidate, PipelineState
@@ -34,8 +38,9 @@ def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
     parts = [] if state.get("rephrase_tried") else question_parts(question)
     try:
         candidates, poisoned = _search(runtime, state["kb"], question, vector, run)
+        candidates, set_aside = _answers(question, candidates)
         part_candidates = [
-            _search(runtime, state["kb"], part, part_vector.tolist(), run)[0]
+            _answers(part, _search(runtime, state["kb"], part, part_vector.tolist(), run)[0])[0]
             for part, part_vector in zip(
                 parts, runtime.context.embedder.embed(parts) if parts else [], strict=True
             )
@@ -45,13 +50,15 @@ def retrieve(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
             RefusalReason.INDEX_UNAVAILABLE, decide(NODE, "error", "index", error=str(exc))
         )
     mode = "hybrid" if run.use_bm25 else "dense"
+    aside: dict[str, Any] = {"set_aside": set_aside} if set_aside else {}
     if not candidates:
         return refuse_with(
             RefusalReason.NO_RELEVANT_DOCS,
-            decide(NODE, "miss", f"{mode}: no candidates", dropped=poisoned),
+            decide(NODE, "miss", f"{mode}: no candidates", dropped=poisoned, **aside),
         )
     best = max(c.dense for c in candidates)
     detail: dict[str, Any] = {"searched": question} if state.get("rephrased") else {}
+    detail.update(aside)
     if parts:
         detail["parts"] = parts
     return {
@@ -75,3 +82,18 @@ def _search(
             "retrieve: dropped KB entries carrying instructions for the model: %s", poisoned
         )
     return [Candidate.of(h, score=h.fused) for h in hits], poisoned
+
+
+def _answers(question: str, candidates: list[Candidate]) -> tuple[list[Candidate], dict[str, str]]:
+    """The candidates that may answer `question`, and {source id: aside} of the document
+    chunks set aside as not answers (research recommendations, update information) because
+    the question does not ask about them."""
+    kept: list[Candidate] = []
+    set_aside: dict[str, str] = {}
+    for candidate in candidates:
+        aside = candidate.payload.get("aside")
+        if isinstance(aside, str) and aside != OPENING and not asked_about(question, aside):
+            set_aside[str(candidate.payload.get("source_id", candidate.id))] = aside
+        else:
+            kept.append(candidate)
+    return kept, set_aside

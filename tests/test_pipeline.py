@@ -309,10 +309,12 @@ def test_ungrounded_draft_falls_back_to_a_clearly_leading_document_passage(
     draft = "Hiding warnings always leads to fines of RM 1 million."
     with document_bot(settings, embedder, policy, "policy", draft) as bot:
         result = bot.ask("Why is obscuring important warnings in promotions a problem?", "policy")
-    assert result.route == "semantic_match", result.trail
+    assert result.route == "quoted", result.trail
     assert result.answer.startswith("Firms should avoid presenting information")
     ground = next(d for d in result.trail if d.node == "ground")
-    assert ground.verdict == "miss" and "top passage verbatim" in ground.reason
+    assert ground.verdict == "hit" and "to be quoted" in ground.reason
+    quoted = next(d for d in result.trail if d.node == "quote")
+    assert quoted.verdict == "pass" and "verbatim" in quoted.reason
 
 
 CRYPTO_GUIDE = [
@@ -349,8 +351,10 @@ YES_DRAFT = "Yes, crypto promotions can focus only on benefits without mentionin
     [
         # the model reads the top passage [1] and flips its polarity: that passage answers
         ("Can crypto promotions focus only on benefits without mentioning risks?", "crypto_3"),
-        # the same draft for a question whose top passage is another one: nothing to fall back on
-        ("May cryptoasset promotions show only benefits to retail customers?", None),
+        # the draft drew on passage [2] alone, not the top one: that passage is quoted
+        ("May cryptoasset promotions show only benefits to retail customers?", "crypto_3"),
+        # the passage the draft drew on lacks the question's key terms: nothing is quoted
+        ("Do retail customers get compensation when a crypto firm fails?", None),
     ],
 )
 def test_ungrounded_draft_drawn_on_the_top_passage_is_answered_with_it(
@@ -374,12 +378,15 @@ def test_ungrounded_draft_drawn_on_the_top_passage_is_answered_with_it(
     ground = next(d for d in result.trail if d.node == "ground")
     assert [c["supported"] for c in ground.detail["claims"]] == [False], ground
     if answered_with:
-        assert result.route == "semantic_match", result.trail
+        assert result.route == "quoted", result.trail
         assert [c.source_id for c in result.citations] == [answered_with]
         assert result.answer.startswith("Communications about cryptoassets should avoid")
         assert "unsupported claims all draw on it" in ground.reason
     else:
-        assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail
+        steps = [(d.node, d.verdict, d.reason) for d in result.trail]
+        assert result.refusal and result.refusal.reason.value == "not_grounded", "\n".join(
+            map(str, steps[-4:])
+        )
         assert ground.verdict == "block" and result.citations == []
 
 

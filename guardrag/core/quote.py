@@ -1,10 +1,17 @@
 """Quoting a document: the one or two sentences of a passage that answer the question, in the
 document's own words, so that no model has to write (and cannot invent a figure).
 
-A passage is cut into answer units: a sentence, or a lead-in that ends with a colon together
-with the list items that complete it ("Refer people ... if they: - are aged 40 and over ...").
-Each unit is scored against the question by the embedder and by the question's words it holds;
-the best unit is quoted, with its neighbour when that scores nearly as well.
+A passage is cut into answer units: a sentence, a lead-in that ends with a colon together
+with the list items that complete it ("Refer people ... if they: - are aged 40 and over ..."),
+or a table row under its header row. Each unit is scored against the question by the embedder
+and by the question's words it holds; the best unit is quoted, with its neighbour when that
+scores nearly as well.
+
+A quote is served only when it could stand as an answer on its own (`quote_problem`): no line
+longer than a sentence runs (a table flattened into one line by a PDF has no sentence to cut
+at), and it holds the question's key words (those the KB uses at all) or is semantically very
+close to it, on the scale of the evidence rerank asks of passages before any model is trusted
+with them.
 """
 
 from __future__ import annotations
@@ -19,10 +26,16 @@ from guardrag.core.text import coverage
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[•])")
 _ITEM = re.compile(r"^\s*(?:[-•*–·▪]|\(?[a-z0-9]{1,3}[.)])\s+")
+#: Cells of a table row as the HTML and Word readers join them.
+CELL = " | "
 #: A neighbouring unit is quoted too when its score is within this of the best one's.
 NEIGHBOUR = 0.05
 #: Units quoted at most.
 MOST_UNITS = 2
+#: Words of one line of a quote at most: a longer line is no sentence (a flattened table).
+QUOTE_LINE_WORDS = 60
+#: Words of a quote at most (a recommendation with its list may be long; a chunk is longer).
+QUOTE_MAX_WORDS = 110
 
 
 @dataclass(frozen=True)
@@ -36,13 +49,23 @@ class Quote:
 
 
 def answer_units(text: str) -> list[str]:
-    """The passage as sentences, each colon lead-in joined with the list items after it."""
+    """The passage as sentences, each colon lead-in joined with the list items after it, and
+    each table row under its table's header row."""
     units: list[str] = []
     open_list = False
+    header = ""  # the header row of the table being read
     for line in (line.strip() for line in text.splitlines()):
         if not line:
+            open_list, header = False, ""
+            continue
+        if CELL in line:  # a table row: the first is the header, the others quoted under it
+            if header:
+                units.append(f"{header}\n{line}")
+            else:
+                header = line
             open_list = False
             continue
+        header = ""
         if _ITEM.match(line) and units and open_list:
             units[-1] = f"{units[-1]}\n{line}"
             continue
@@ -69,9 +92,30 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     chosen = {best}
     for neighbour in (best - 1, best + 1):
         close = 0 <= neighbour < len(units) and score[neighbour] >= score[best] - NEIGHBOUR
+        close = close and CELL not in units[best]  # a table row is quoted alone, under its header
         if close and len(chosen) < MOST_UNITS:
             chosen.add(neighbour)
     # a list item never stands without its lead-in, a lead-in never without its items
     order = tuple(sorted(chosen))
     text = " ".join(units[i] for i in order)
     return Quote(text, order, float(similarity[best]), float(covered[best]))
+
+
+def quote_problem(
+    quote: Quote, covered: float, min_coverage: float, strong_semantic: float
+) -> str | None:
+    """Why `quote` cannot be served as the answer, or None. `covered` is the share of the
+    question's (IDF-weighted) words the quote holds."""
+    lines = [line.split() for line in quote.text.splitlines()]
+    longest = max((len(words) for words in lines), default=0)
+    if longest > QUOTE_LINE_WORDS:
+        return f"no sentence to quote: a line of {longest} words > {QUOTE_LINE_WORDS}"
+    total = sum(len(words) for words in lines)
+    if total > QUOTE_MAX_WORDS:
+        return f"quote of {total} words > {QUOTE_MAX_WORDS}"
+    if covered < min_coverage and quote.similarity < strong_semantic:
+        return (
+            f"the quote lacks the question's key terms: coverage {covered:.2f} < "
+            f"{min_coverage} and similarity {quote.similarity:.2f} < {strong_semantic}"
+        )
+    return None

@@ -46,6 +46,7 @@ _NEXT_STAGE: dict[str, Stage] = {
     "judge_passages": "drafting",
     "generate": "verifying",
     "ground": "verifying",
+    "quote": "verifying",
     "moderate_output": "verifying",
     "respond": "done",
     "refuse": "done",

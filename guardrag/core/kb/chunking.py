@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from guardrag.core.kb.asides import aside_of
 from guardrag.core.kb.entries import Entry, IngestError
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -72,4 +73,5 @@ def document_entries(path: Path) -> Iterator[Entry]:
                 section=section or None,
                 label=f"{doc_title} > {section}" if section else doc_title,
                 preamble=not section,
+                aside=aside_of(section.split(" > ")) if section else None,
             )

@@ -32,6 +32,7 @@ class Entry:
     section: str | None = None
     label: str | None = None
     preamble: bool = False  # the document's opening (title page, introduction): not an answer
+    aside: str | None = None  # a part that is not an answer (guardrag.core.kb.asides)
 
     @property
     def embed_text(self) -> str:
@@ -47,6 +48,7 @@ class Entry:
         parts = [self.kind, self.title, self.text, self.url or "", self.category or ""]
         if self.label is not None:  # documents only, so FAQ rows keep the hashes they had
             parts += [self.label, str(self.page or ""), "preamble" if self.preamble else ""]
+            parts += [self.aside] if self.aside else []
         body = "\x00".join(parts)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
@@ -71,6 +73,7 @@ class Entry:
                     "section": self.section,
                     "label": self.label,
                     "preamble": self.preamble,
+                    "aside": self.aside,
                 }
                 if self.kind == "doc"
                 else {}

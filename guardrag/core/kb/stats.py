@@ -92,6 +92,16 @@ class KBStats:
         total = sum(self.idf(w) for w in wanted)
         return sum(self.idf(w) for w in wanted if w in present) / total if total else 0.0
 
+    def known_coverage(self, query: str, text: str) -> float:
+        """`idf_coverage` over the query's words that the KB uses at all: a word no entry
+        holds (lay wording: "trouble swallowing" against "dysphagia") can be in no passage's
+        sentence, so its absence says nothing about which sentence answers."""
+        wanted = {self.canonical(w) for w in content_words(query)}
+        wanted = {w for w in wanted if w in self.doc_freq}
+        present = _words_in(text)
+        total = sum(self.idf(w) for w in wanted)
+        return sum(self.idf(w) for w in wanted if w in present) / total if total else 0.0
+
     def unknown_names(self, query: str) -> list[str]:
         """Names and acronyms in the query ("Apple's", "TNB") that the KB never uses."""
         from guardrag.core.grounding.entities import (  # lazy: grounding is slow to import

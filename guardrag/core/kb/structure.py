@@ -10,7 +10,9 @@ Chunk ids are the file's stem, the section's slug and the chunk's number in the 
 section whose heading path came before (a filing repeats "Overview" dozens of times) gets
 its occurrence added ("overview~2"), so ids stay unique, and stable while the document's
 order is. Chunks before the document's first section heading are its opening (title page,
-preamble) and are marked `preamble`.
+preamble) and are marked `preamble`, and when the document has sections the aside `opening`
+too; chunks under a research-recommendations or update-information heading are marked with
+that aside (guardrag.core.kb.asides).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from guardrag.core.kb.asides import OPENING, aside_of
 from guardrag.core.kb.blocks import Block, Document
 from guardrag.core.kb.chunking import CHUNK_WORDS, chunk_sentences
 from guardrag.core.kb.entries import Entry
@@ -171,8 +174,11 @@ def document_chunks(
     occurrences: dict[str, int] = {}
     short = document.short_name or path.stem
     title = document.title or path.stem
-    for section in _sections(document):
+    sections = _sections(document)
+    sectioned = any(s.path for s in sections)
+    for section in sections:
         heading = " > ".join(section.path)
+        aside = aside_of(section.path) if section.path else (OPENING if sectioned else None)
         key = slug(heading) or "intro"
         occurrences[key] = occurrences.get(key, 0) + 1
         if occurrences[key] > 1:
@@ -195,4 +201,5 @@ def document_chunks(
                 section=heading or None,
                 label=label,
                 preamble=not section.path,
+                aside=aside,
             )

@@ -64,6 +64,7 @@ FeedbackHandler = Callable[[str, int], None]
 CUSTOMER_BADGES = {
     "exact_match": ("From the help centre", "faq"),
     "semantic_match": ("From the help centre", "faq"),
+    "quoted": ("Quoted from the document", "faq"),
     "generated": ("Written from help articles", "generated"),
     "not_found": ("Not in the help centre", "refused"),
     "blocked": ("Can't help with that here", "refused"),

@@ -1,0 +1,39 @@
+"""An answer must be of the kind the question asks for: "How often ...?", "How long ...?", "At
+what age ...?", "What level ...?" ask for a figure, and a draft that states none ("Bloating is
+a symptom that can be associated with ovarian cancer.") answers something else, however well
+each of its words is supported by the passage."""
+
+from __future__ import annotations
+
+import re
+
+#: Questions that ask for a quantity: a frequency, a duration, a count, an age, a level.
+_ASKS_FIGURE = re.compile(
+    r"\b(?:how\s+(?:often|many|much|long|old|soon|frequently|far)|at\s+what\s+(?:age|point|"
+    r"level|dose)|what\s+(?:\w+\s+){0,2}(?:age|ages|level|score|dose|percentage|threshold|"
+    r"number|amount|cut-?off|frequency|duration))\b",
+    re.IGNORECASE,
+)
+#: What states a quantity: digits, number words, frequencies and time words.
+_FIGURE = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"hundred|thousand|once|twice|daily|weekly|monthly|yearly|annually|hourly|every|per|"
+    r"immediately|within|half|single|double|no\s+(?:age|minimum|maximum|limit))\b",
+    re.IGNORECASE,
+)
+
+#: Citations and a guideline's year markers ("[1]", "[2015]") state no figure of the answer.
+_BRACKETS = re.compile(r"\[[^\]]*\]")
+
+
+def asks_for_figure(question: str) -> bool:
+    """Whether `question` asks for a frequency, duration, count, age or level."""
+    return _ASKS_FIGURE.search(question) is not None
+
+
+def figure_missing(question: str, draft: str) -> str | None:
+    """Why `draft` does not answer `question` in kind (it asks a figure; none is stated)."""
+    match = _ASKS_FIGURE.search(question)
+    if match is None or _FIGURE.search(_BRACKETS.sub(" ", draft)):
+        return None
+    return f"the question asks '{match.group(0).lower()}' and the draft states no figure"

@@ -1,0 +1,60 @@
+"""Parts of a document that are not answers, known by their headings, and the questions that
+ask about them all the same.
+
+A guideline's "Recommendations for research" asks questions the guideline does not answer
+("Does treatment X improve outcome Y?"), and its "Update information" says what changed, not
+what to do; either, served to "Does the guideline recommend X?", reads as a recommendation it
+never made. A chunk under such a heading is marked at ingest with its kind of aside; retrieval
+leaves it out unless the question asks about that kind ("What research does it call for?",
+"What changed in the last update?"). The document's opening (title page, publication details,
+the text before its first section) is marked too, and is never quoted as an answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+#: The opening of a document that has sections: its title page and front matter.
+OPENING = "opening"
+#: Heading patterns of each kind of aside (matched against every heading of a chunk's path).
+_HEADINGS: dict[str, re.Pattern[str]] = {
+    "research": re.compile(
+        r"\b(?:recommendations?\s+for\s+(?:future\s+|further\s+)?research|research\s+"
+        r"recommendations?|(?:future|further)\s+research|research\s+(?:gaps?|questions?|"
+        r"priorities|needs))\b",
+        re.IGNORECASE,
+    ),
+    "changes": re.compile(
+        r"\b(?:update\s+information|changes?\s+(?:to|in)\s+(?:this|the)\s+(?:guideline|"
+        r"guidance|document|policy|standard|version)|what(?:'s|\s+has|\s+have)?\s+changed|"
+        r"change\s*log|revision\s+history|document\s+history|version\s+history|"
+        r"summary\s+of\s+changes)\b",
+        re.IGNORECASE,
+    ),
+}
+#: Words of a question that asks about that kind of aside.
+_ASKED: dict[str, re.Pattern[str]] = {
+    "research": re.compile(
+        r"\b(?:research\w*|stud(?:y|ies)|trials?|evidence\s+gaps?|unanswered)\b", re.IGNORECASE
+    ),
+    "changes": re.compile(
+        r"\b(?:chang\w*|updat\w*|amend\w*|revis\w*|new\s+in|versions?|added|removed|"
+        r"replaced|withdrawn)\b",
+        re.IGNORECASE,
+    ),
+}
+
+
+def aside_of(path: Sequence[str]) -> str | None:
+    """The kind of aside a chunk under this heading path is ("research", "changes"), or None."""
+    for kind, pattern in _HEADINGS.items():
+        if any(pattern.search(heading) for heading in path):
+            return kind
+    return None
+
+
+def asked_about(question: str, aside: str) -> bool:
+    """Whether `question` asks about this kind of aside (the opening is never an answer)."""
+    pattern = _ASKED.get(aside)
+    return pattern is not None and pattern.search(question) is not None
