@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/fit_guards.py            # fit all three, report, write the .npz files
     .venv/bin/python scripts/fit_guards.py --passage  # only the passage model (reads the
-                                                      # shipped injection model)
+                                                      # passage screen's instruction classifier)
     .venv/bin/python scripts/fit_guards.py --dry-run  # fit and report only
     .venv/bin/python scripts/fit_guards.py --requests alpaca_eval.json  # + benign requests
 
@@ -36,6 +36,12 @@ above the band is flagged when MPNet's score reaches its threshold, and passes o
 threshold is the lowest within the same caps, counted over what the two decide together; among
 (l2, n-gram weight, band) the best out-of-fold English recall wins (ties: the stronger l2, then
 the higher band, which asks MPNet less often).
+
+The passage screen reads its own instruction classifier (`guards/passage_injection.npz`): the
+injection classifier as fit before benign requests were negatives (this script without
+`--requests`, its `injection_model.npz` renamed), because in a KB passage any instruction to a
+reader or a model is foreign. A run with `--requests` refits the input guard only and leaves
+the passage screen as it is; without it, the fit also replaces the passage screen's classifier.
 
 The passage model (`guards/foreign.py`: does a sentence belong in its KB entry?) is fit on
 clean KBs: every sentence of our e-wallet, telco, gym and courier FAQs and insurance documents,
@@ -73,6 +79,7 @@ from guardrag.core.embedder import Encoder, load_embedder  # noqa: E402
 from guardrag.core.guards.foreign import (  # noqa: E402
     FEATURES,
     NOVELTY,
+    PASSAGE_INJECTION,
     PASSAGE_MODEL,
     ForeignSentences,
     PassageModel,
@@ -476,7 +483,7 @@ def main() -> None:
     if missing:
         sys.exit(f"--requests: no such file: {', '.join(missing)}")
     if args.passage:
-        injection = LinearModel.load(INJECTION_MODEL)
+        injection = LinearModel.load(PASSAGE_INJECTION)
     else:
         train, test = training_data(args.requests)
         data, scorer = Folds(train), Scorer()
@@ -498,8 +505,10 @@ def main() -> None:
         if not args.dry_run:
             print(f"  wrote {injection.save(INJECTION_MODEL)}")
             print(f"  wrote {reader.save(INJECTION_READER)}")
-    if args.no_passage:
-        return
+    if args.no_passage or args.requests:
+        return  # benign requests belong to the input guard, not to the passage screen
+    if not args.passage and not args.dry_run:
+        print(f"  wrote {injection.save(PASSAGE_INJECTION)}")
     print("== passage model (leave-one-KB-out on our KBs, planted sentences)")
     passage = fit_passage(injection, args.verbose)
     if not args.dry_run:

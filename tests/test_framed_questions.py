@@ -111,15 +111,6 @@ def analyst_bot(
     ), chat
 
 
-#: The shipped classifier (fit before benign requests were negatives) still reads the analyst
-#: frame as an injection; `scripts/fit_guards.py --requests <AlpacaEval>` refits it.
-NEEDS_REFIT = pytest.mark.xfail(
-    reason="learned.injection flags the frame until the refit with benign requests ships",
-    strict=False,
-)
-
-
-@NEEDS_REFIT
 @pytest.mark.parametrize("question", ANALYST_QUESTIONS)
 def test_an_analyst_frame_around_a_question_is_not_blocked(
     analyst_bot: tuple[Guardrag, ScriptedChatModel], question: str
@@ -129,7 +120,6 @@ def test_an_analyst_frame_around_a_question_is_not_blocked(
     assert result.refusal is None or result.refusal.kind == "not_found", result.trail
 
 
-@NEEDS_REFIT
 @pytest.mark.parametrize("question", ANALYST_QUESTIONS)
 def test_the_input_guard_passes_the_analyst_frame(question: str) -> None:
     assert InputGuard().check(question) is None

@@ -47,12 +47,17 @@ import numpy as np
 
 from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN
 from guardrag.core.embedder import Embedder
-from guardrag.core.guards.learned import LearnedInjection
+from guardrag.core.guards.learned import LearnedInjection, LinearModel
 from guardrag.core.guards.normalize import INVISIBLE
 from guardrag.core.guards.novelty import REQUEST, KBVocabulary
 from guardrag.core.shipped_vectors import shipped
 
 PASSAGE_MODEL = Path(__file__).with_name("passage_model.npz")
+#: The instruction classifier the passage screen reads (its `injection` feature): fit like the
+#: input guard's but without benign requests as negatives, because in a KB passage any
+#: instruction addressed to a reader or a model is foreign, while from a customer a request is
+#: only off topic (docs/GUARDS.md).
+PASSAGE_INJECTION = Path(__file__).with_name("passage_injection.npz")
 FEATURES = ("injection", "instruction", "relevance", "kb", "first_person", "request", "novelty")
 NOVELTY = FEATURES.index("novelty")
 
@@ -244,7 +249,9 @@ class ForeignSentences:
     ) -> None:
         self.embedder = embedder
         self.model = model or PassageModel.load()
-        self.injection = injection or LearnedInjection(embedder)
+        self.injection = injection or LearnedInjection(
+            embedder, LinearModel.load(PASSAGE_INJECTION)
+        )
         exemplars = [*FOREIGN, *(t for _, texts in ATTACKS.values() for t in texts)]
         self._exemplar_texts = exemplars
         self._exemplars = shipped(embedder, exemplars)

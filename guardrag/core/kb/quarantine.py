@@ -30,7 +30,12 @@ from typing import Any
 
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards import scan_passage
-from guardrag.core.guards.foreign import PASSAGE_MODEL, foreign_detector, vocabulary
+from guardrag.core.guards.foreign import (
+    PASSAGE_INJECTION,
+    PASSAGE_MODEL,
+    foreign_detector,
+    vocabulary,
+)
 from guardrag.core.guards.invariants import (
     credential_ask,
     foreign_links,
@@ -38,7 +43,6 @@ from guardrag.core.guards.invariants import (
     parse_domains,
     send_elsewhere,
 )
-from guardrag.core.guards.learned import INJECTION_MODEL
 from guardrag.core.kb.entries import Entry
 from guardrag.core.store import KBInfo, Point
 
@@ -57,7 +61,7 @@ QUARANTINED, RELEASED, ALLOWED, ALLOWED_FROM, SCREENED_BY = (
 def screener_version() -> str:
     """Identifies the learned models the entries were screened with (new models re-screen)."""
     digest = hashlib.sha256()
-    for path in (INJECTION_MODEL, PASSAGE_MODEL):
+    for path in (PASSAGE_INJECTION, PASSAGE_MODEL):
         digest.update(path.read_bytes() if path.is_file() else b"")
     return digest.hexdigest()[:12]
 
