@@ -92,10 +92,10 @@ class RunConfig(BaseModel):
         True,
         "Ask the second-opinion embedder (all-mpnet-base-v2, when installed) about an unsure "
         "FAQ ranking: the entry is answered verbatim when it too ranks it first, ahead of its "
-        "runner-up by faq_margin (measured on the tuning sets, docs/RESULTS.md).",
+        "runner-up by faq_margin (docs/RESULTS.md, 'The second opinion').",
     )
     max_passages: Count = _knob(
-        3, "Most passages handed to the LLM (rerank recall@3 is 0.96; each costs prompt time)."
+        3, "Most passages handed to the LLM (each costs prompt time; docs/RESULTS.md)."
     )
     passage_min_ratio: Unit = _knob(
         0.8, "Passages scoring below this share of the best score are not given to the LLM."
@@ -117,9 +117,9 @@ class RunConfig(BaseModel):
         "An FAQ question no entry answers with confidence: 'always' lets the chat model write "
         "an answer from the passages; 'agreed' only when the question and its rephrasing rank "
         "the same entry first (a question the model gives back unchanged has no rephrasing; "
-        "on a KB nobody evaluated, free text from a near entry answered "
-        "29% of questions wrongly); 'never' refuses low_confidence. Questions of several parts "
-        "and document KBs are always generated.",
+        "free text from a near entry is the likeliest wrong answer, docs/RESULTS.md); 'never' "
+        "refuses low_confidence. Questions of several parts and document KBs are always "
+        "generated.",
     )
     # generate
     use_llm: bool = _knob(True, "Generate answers with the chat model when no FAQ entry fits.")
@@ -132,9 +132,8 @@ class RunConfig(BaseModel):
     # ground
     grounding_min_similarity: Unit = _knob(
         0.5,
-        "Minimum cosine between a claim and its best source unit. On the calibration data "
-        "correct claims score >= 0.55, unsupported ones that only meaning catches 0.43-0.48; "
-        "0.50-0.55 kept 100% rejection and >= 98% pass (scripts/score_grounding.py --sweep).",
+        "Minimum cosine between a claim and its best source unit, chosen between what correct "
+        "and unsupported claims score (`scripts/score_grounding.py --sweep`, docs/RESULTS.md).",
     )
     grounding_fallback_to_faq: bool = _knob(
         True,

@@ -54,6 +54,10 @@ LONG_FOR_NOW = frozenset(
 )
 #: History in a docstring: which issue asked for the code (it belongs in docs/ and git log).
 HISTORY = re.compile(r"(?i)\bissues? #?\d+|\bPR #?\d+")
+#: A measurement in a docstring or a knob's description (figures go to docs/ with their
+#: command): a parenthesised "measured", a measured percentage or recall in a knob.
+MEASURED_IN_DOCSTRING = re.compile(r"(?i)[(,]\s*measured\)|\bmeasured\)")
+MEASURED_IN_KNOB = re.compile(r"(?i)\bmeasured\b|\d+(?:\.\d+)?\s?%|recall@\d")
 
 
 @dataclass(frozen=True)
@@ -242,6 +246,22 @@ def test_docstrings_carry_no_history() -> None:
             if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
                 doc = ast.get_docstring(node) or ""
                 found += [f"{module}: {m.group()}" for m in HISTORY.finditer(doc)]
+                found += [f"{module}: {m.group()}" for m in MEASURED_IN_DOCSTRING.finditer(doc)]
+    assert not found, "\n".join(found)
+
+
+def test_knob_descriptions_carry_no_history_or_figures() -> None:
+    """What a knob does and why, for `guardrag knobs` and the docs; not what it measured."""
+    from guardrag.config.run_config import RunConfig
+    from guardrag.config.settings import Settings
+
+    found = [
+        f"{model.__name__}.{name}: {m.group()}"
+        for model in (RunConfig, Settings)
+        for name, field in model.model_fields.items()
+        for pattern in (HISTORY, MEASURED_IN_KNOB)
+        for m in pattern.finditer(field.description or "")
+    ]
     assert not found, "\n".join(found)
 
 

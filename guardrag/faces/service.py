@@ -230,7 +230,7 @@ class Guardrag:
 
     def warm_up(self) -> threading.Thread:
         """Computes every KB's statistics in the background, so a long-running app's first
-        question does not wait for them (2.5 s at 10k entries, 22 s at 100k, measured)."""
+        question does not wait for them (seconds on a large KB: docs/BENCHMARKS.md)."""
 
         def run() -> None:
             store, stats = self.services.store, self.services.kb_stats

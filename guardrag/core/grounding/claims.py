@@ -168,8 +168,8 @@ def _judge_claim(
 
 
 def _embed_all(embedder: Embedder, texts: set[str]) -> dict[str, np.ndarray]:
-    """Embed in small batches of similar length: a batch is padded to its longest text, and one
-    long FAQ sentence in a batch of 50 made the whole check 3x slower (measured)."""
+    """Embed in small batches of similar length: a batch is padded to its longest text, so one
+    long FAQ sentence in a large batch slows the whole check down."""
     ordered = sorted(texts, key=len)
     vectors: dict[str, np.ndarray] = {}
     for i in range(0, len(ordered), EMBED_BATCH):
