@@ -50,6 +50,7 @@ _NEXT_STAGE: dict[str, Stage] = {
     "moderate_output": "verifying",
     "respond": "done",
     "refuse": "done",
+    "offer_choices": "done",
 }
 
 
