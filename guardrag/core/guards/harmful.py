@@ -7,8 +7,9 @@ sentence by an *intent frame* ("how do I", "best way to", "teach me", "cara nak"
 questions pass because the action is passive or framed by a counter-verb ("my account was
 hacked", "how do I report a scam", "how can I stop someone stealing ..."), and the violence
 and property families skip fiction, game and sport contexts named by a common noun ("in
-my novel", "in a chess game"); bare titles ("in Call of Duty") are not recognised, so those
-still fire. Self-harm fires without an intent frame (the rule name lets the pipeline answer
+my novel", "in a chess game") or by a well-known video game's title ("in Call of Duty", "in GTA
+4": `GAME_TITLES`), unless the sentence puts it back into the world ("in real life");
+a title not listed still fires. Self-harm fires without an intent frame (the rule name lets the pipeline answer
 it with a helpline message rather than a plain refusal).
 """
 
@@ -65,13 +66,25 @@ COUNTER = re.compile(
 SENTENCE_END = re.compile(r"[.!?\n;]")
 _MAX_GAP = 120
 
+#: Video games asked about by title ("in Call of Duty"): a context, not a plan.
+GAME_TITLES = (
+    r"call of duty|gta(?: ?(?:[ivx]+|\d+|online))?|grand theft auto(?: ?(?:[ivx]+|\d+))?|"
+    r"minecraft|fortnite|roblox|skyrim|elder scrolls|hitman|counter-strike|cs ?go|valorant|"
+    r"overwatch|apex legends|pubg|league of legends|dota ?2?|world of warcraft|the sims|"
+    r"red dead redemption(?: ?2)?|assassin'?s creed|far cry|rainbow six|pok[eé]mon|zelda|"
+    r"dark souls|elden ring|the last of us|cyberpunk 2077|resident evil|mortal kombat|"
+    r"street fighter|tekken|dayz|terraria"
+)
+#: Words that put a fiction or game context back into the world ("in real life, not in GTA").
+REAL_WORLD = re.compile(r"\b(?:real life|in reality|for real|irl|real world)\b", _F)
 # Contexts where violent verbs are about fiction, games or sport, not people.
 FICTION_CONTEXT = re.compile(
     r"\b(?:game|games|video ?games?|gaming|in-game|level|mission|quest|boss fight|novel|book|"
     r"story|short story|fiction|fictional|film|movie|tv show|show|series|episode|play|script|"
     r"screenplay|scene|character|comic|anime|manga|cartoon|fake|prop|props|tabletop|d&d|chess|"
     r"checkers|draughts|poker|board game|card game|sport|match|tournament|boxing|judo|karate|"
-    r"mma|wrestling|fencing|sparring|paintball|laser tag|airsoft|shooting range|simulator)\b",
+    r"mma|wrestling|fencing|sparring|paintball|laser tag|airsoft|shooting range|simulator)\b"
+    rf"|\bin (?:the )?(?:{GAME_TITLES})\b",
     _F,
 )
 
@@ -431,7 +444,11 @@ def detect_harmful(norm: Normalized) -> GuardFinding | None:
                 start, end = _sentence(view, match.start(), match.end())
                 if family.needs_intent and not has_intent(view, match.start(), match.end(), start):
                     continue
-                if family.fiction_exempt and FICTION_CONTEXT.search(view, start, end):
+                if (
+                    family.fiction_exempt
+                    and FICTION_CONTEXT.search(view, start, end)
+                    and not REAL_WORLD.search(view, start, end)
+                ):
                     continue
                 quoted = excerpt(view, match.start(), match.end())
                 return finding(
