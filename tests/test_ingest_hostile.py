@@ -143,6 +143,7 @@ def test_cli_names_problems_and_never_shows_a_traceback(
         out = capsys.readouterr()
         assert done.value.code == 2, (args, out)
         assert message in out.err and "Traceback" not in out.err + out.out, out
+        assert "stays up" not in out.err, out  # no model server started for a bad argument
 
 
 def test_batch_input_nested_too_deeply_is_a_skipped_row(tmp_path: Path) -> None:

@@ -184,12 +184,13 @@ def ask(
     from guardrag.faces.threads import validate_thread_id  # lazy: with the pipeline
 
     thread_id = None if thread is None else validate_thread_id(thread)
+    name = _kb(kb)  # a bad argument fails here, before any model server is started
     if keep_model:
         keep_local_model(load_settings())
     bot = Guardrag.from_settings(source="cli")
     resume()
     try:
-        result = bot.ask(question, _kb(kb), thread_id=thread_id)
+        result = bot.ask(question, name, thread_id=thread_id)
     finally:
         bot.close()
     if as_json:
