@@ -1,8 +1,9 @@
 """Conditional edges: where the pipeline goes after each node, from that node's own verdict.
 
 A refusal goes to `refuse`; a not-found refusal after retrieval goes first to `offer_choices`,
-which offers the FAQ entries the reranker found relevant, or passes on to `refuse` when none. Otherwise the node's last Decision verdict is looked up in
-ROUTES; a verdict a node is not allowed to return is a bug and raises instead of guessing.
+which offers the FAQ entries the reranker found relevant, or passes on to `refuse` when none.
+Otherwise the node's last Decision verdict is looked up in ROUTES; a verdict a node is not
+allowed to return is a bug and raises instead of guessing.
 """
 
 from __future__ import annotations

@@ -121,20 +121,26 @@ def handbook_data(embedder: OnnxEmbedder, folder: Path) -> Path:
     return data
 
 
+def handbook_env(embedder: OnnxEmbedder, folder: Path) -> dict[str, str]:
+    """GUARDRAG_* settings for a process over the handbook KB with the real local model."""
+    model = installed_model()
+    return {
+        "GUARDRAG_DATA_DIR": str(handbook_data(embedder, folder)),
+        "GUARDRAG_DEFAULT_KB": HANDBOOK_KB,
+        "GUARDRAG_LLM_LOCAL": "true",
+        "GUARDRAG_LLM_LOCAL_MODEL": model.llm_local_model,
+        "GUARDRAG_LLM_MODEL_DIR": str(model.llm_model_dir),
+    }
+
+
 @contextmanager
 def serve_real_model(
     embedder: OnnxEmbedder, folder: Path, extra: dict[str, str] | None = None, *args: str
 ) -> Iterator[str]:
     """`guardrag serve` over the handbook KB (the default) with the real local model behind
     it; the model server starts with the app and stops with it."""
-    model = installed_model()
-    data = handbook_data(embedder, folder)
     env = {
-        "GUARDRAG_DATA_DIR": str(data),
-        "GUARDRAG_DEFAULT_KB": HANDBOOK_KB,
-        "GUARDRAG_LLM_LOCAL": "true",
-        "GUARDRAG_LLM_LOCAL_MODEL": model.llm_local_model,
-        "GUARDRAG_LLM_MODEL_DIR": str(model.llm_model_dir),
+        **handbook_env(embedder, folder),
         "GUARDRAG_LLM_TIMEOUT_S": "120",
         "GUARDRAG_RATE_LIMIT_BURST": "1000",
         **(extra or {}),

@@ -14,7 +14,7 @@ import pytest
 
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.llm.supervisor import read_state
-from tests.real_model import HANDBOOK_KB, TWO_PART, handbook_data, installed_model
+from tests.real_model import TWO_PART, handbook_env
 
 pytestmark = pytest.mark.slow
 
@@ -34,27 +34,18 @@ def _guardrag(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProc
 def test_a_second_ask_reuses_the_model_the_first_started(
     embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    model = installed_model()
-    data = handbook_data(embedder, tmp_path)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")}
-    env = {
-        **clean,
-        "GUARDRAG_DATA_DIR": str(data),
-        "GUARDRAG_DEFAULT_KB": HANDBOOK_KB,
-        "GUARDRAG_LLM_LOCAL": "true",
-        "GUARDRAG_LLM_LOCAL_MODEL": model.llm_local_model,
-        "GUARDRAG_LLM_MODEL_DIR": str(model.llm_model_dir),
-    }
+    env = {**clean, **handbook_env(embedder, tmp_path)}
     try:
         first, first_s = _guardrag(env, "ask", TWO_PART, "--json")
         assert first.returncode == 0, first.stderr[-2000:]
         assert "starting" in first.stderr and "guardrag llm stop" in first.stderr
-        state = read_state(data / "llm")
+        state = read_state(Path(env["GUARDRAG_DATA_DIR"]) / "llm")
         assert state is not None
         second, second_s = _guardrag(env, "ask", TWO_PART, "--json")
         assert second.returncode == 0, second.stderr[-2000:]
         assert "starting" not in second.stderr, second.stderr
-        again = read_state(data / "llm")
+        again = read_state(Path(env["GUARDRAG_DATA_DIR"]) / "llm")
         assert again is not None and again.pid == state.pid  # the same server answered
         for done in (first, second):
             assert json.loads(done.stdout)["route"] == "generated", done.stdout[-1500:]

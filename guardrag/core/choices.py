@@ -37,13 +37,12 @@ def offerable(
     for candidate in candidates:
         payload = getattr(candidate, "payload", {}) or {}
         title = str(payload.get("question") or "").strip()
-        relevant = float(getattr(candidate, "score", 0.0)) >= min_score
-        if payload.get("kind") != "faq" or not title or not relevant:
+        score = float(getattr(candidate, "score", 0.0))
+        if payload.get("kind") != "faq" or not title or score < min_score:
             continue
         if all(title != choice.title for choice in found):
             source_id = str(payload.get("source_id", getattr(candidate, "id", "")))
-            score = round(float(getattr(candidate, "score", 0.0)), 4)
-            found.append(Choice(source_id=source_id, title=title, score=score))
+            found.append(Choice(source_id=source_id, title=title, score=round(score, 4)))
         if len(found) == limit:
             break
     return found
