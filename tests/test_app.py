@@ -25,6 +25,8 @@ from guardrag.faces.ui.app import build_app, graph_png
 from guardrag.faces.ui.audit import audit_detail, audit_export, audit_view
 from guardrag.faces.ui.chat import (
     KEEP,
+    ChatUpdate,
+    StopRequests,
     chat_turn,
     feedback_score,
     record_feedback,
@@ -497,6 +499,30 @@ def test_stop_turns_a_waiting_reply_into_a_stopped_one() -> None:
     assert stopped([asked, as_parts])[-1]["content"] == STOPPED
     done = [asked, {"role": "assistant", "content": "Yes.\n\nSources:  \n\\[1\\] *Fees*"}]
     assert stopped(done) == done and stopped([]) == []
+
+
+def test_after_stop_a_turn_sends_the_stopped_reply_and_nothing_more() -> None:
+    """An update the turn produces after Stop (a stage line that was on its way while the
+    cancel travelled) must not overwrite "Stopped"."""
+    asked = {"role": "user", "content": "q"}
+
+    def turn() -> Iterator[ChatUpdate]:
+        for label in ("*Checking your question…*", "*Rephrasing your question…*", "Done."):
+            yield [asked, {"role": "assistant", "content": label}], "", "", [], {}, ""
+
+    stops = StopRequests()
+    updates = []
+    for update in stops.guard("ui-a", turn()):
+        updates.append(update[0][-1]["content"])
+        stops.stop("ui-a")  # pressed while the first update shows
+    assert updates == ["*Checking your question…*", STOPPED]
+    other = [u[0][-1]["content"] for u in stops.guard("ui-b", turn())]
+    assert other[-1] == "Done."  # another session's Stop does not touch this one
+    assert [u[0][-1]["content"] for u in stops.guard("ui-a", turn())][-1] == "Done."  # a later turn
+    bounded = StopRequests(limit=2)
+    for session in ("s1", "s2", "s3"):
+        bounded.stop(session)
+    assert not bounded.since("s1", 0.0) and bounded.since("s3", 0.0)
 
 
 def test_an_unsure_question_says_it_is_being_rephrased() -> None:

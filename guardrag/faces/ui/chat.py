@@ -63,6 +63,39 @@ def session_thread(request: gr.Request | None) -> str | None:
     return f"ui-{session}" if session else None
 
 
+class StopRequests:
+    """When each browser session last pressed Stop. Stop cancels the running turn, but an
+    update already on its way (a stage line sent while the cancel travels) would otherwise
+    overwrite "Stopped"; a turn that started before the session's last Stop ends with the
+    stopped reply instead of sending any further update."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._at: dict[str, float] = {}
+        self._limit = limit
+
+    def stop(self, session: str | None) -> None:
+        """Records a Stop for `session` now (the oldest records go past `limit`)."""
+        if session:
+            self._at.pop(session, None)
+            self._at[session] = time.monotonic()
+            while len(self._at) > self._limit:
+                self._at.pop(next(iter(self._at)))
+
+    def since(self, session: str | None, started: float) -> bool:
+        """Whether `session` pressed Stop after `started` (a time.monotonic() reading)."""
+        return bool(session) and self._at.get(session or "", -1.0) >= started
+
+    def guard(self, session: str | None, turn: Iterator[ChatUpdate]) -> Iterator[ChatUpdate]:
+        """`turn`'s updates until the session presses Stop; then one stopped update, no more."""
+        started = time.monotonic()
+        for update in turn:
+            if self.since(session, started):
+                history, _, _, _, ids, _ = update
+                yield stopped(history), KEEP, "", [], ids, ""
+                return
+            yield update
+
+
 def _say(history: list[Message], content: str, **extra: Any) -> list[Message]:
     """A copy of `history` whose last (assistant) message reads `content`."""
     return [*history[:-1], {"role": "assistant", "content": content, **extra}]
@@ -364,6 +397,7 @@ def chat_tab(
         components=[question], samples=examples_of(bot, default), label="Try", elem_id="examples"
     )
     outputs = [chat, question, shown, trail, ids, why]
+    stops = StopRequests()
 
     def is_operator(session: str | None) -> bool:
         return open_why or operator.ok(session)
@@ -377,10 +411,15 @@ def chat_tab(
         request: gr.Request,
     ) -> Iterator[ChatUpdate]:
         thread, shown_why = session_thread(request), is_operator(session)
-        yield from chat_turn(
+        turn = chat_turn(
             bot, text, history, name, known, recent=recent, delay_s=delay_s, thread_id=thread,
             operator=shown_why,
         )  # fmt: skip
+        yield from stops.guard(thread, turn)
+
+    def on_stop(history: list[Message] | None, request: gr.Request) -> list[Message]:
+        stops.stop(session_thread(request))
+        return stopped(history)
 
     def on_option(
         history: list[Message] | None,
@@ -406,7 +445,7 @@ def chat_tab(
     picking = chat.option_select(
         on_option, inputs=[chat, kb, ids, operator.session], outputs=outputs
     )
-    stop.click(stopped, inputs=[chat], outputs=[chat], cancels=[asking, picking], queue=False)
+    stop.click(on_stop, inputs=[chat], outputs=[chat], cancels=[asking, picking], queue=False)
     chat.like(_like_handler(on_feedback), inputs=[ids], outputs=None)
     clear.click(_clear_handler(bot), outputs=outputs)
     examples.click(lambda sample: sample[0], inputs=[examples], outputs=[question])
