@@ -61,33 +61,6 @@ from guardrag.nodes.rerank.parts import by_parts, decide_parts
 from guardrag.nodes.rerank.ranking import NODE
 
 
-def _not_found(
-    state: PipelineState,
-    run: RunConfig,
-    ranked: list[Candidate],
-    rule: str,
-    score: float,
-    threshold: float,
-    **detail: Any,
-) -> dict[str, Any]:
-    """Nothing relevant: refused out_of_domain if the question was only loosely related to the
-    KB at all (classify's best cosine below domain_confident_similarity), else no_relevant_docs."""
-    similarity = state.get("kb_similarity", 1.0)
-    off_topic = similarity < run.domain_confident_similarity
-    decision = decide(
-        NODE,
-        "miss",
-        rule + ("; loosely related to the KB: out of domain" if off_topic else ""),
-        score,
-        threshold,
-        kb_similarity=round(similarity, 4),
-        domain_confident_similarity=run.domain_confident_similarity,
-        **detail,
-    )
-    reason = RefusalReason.OUT_OF_DOMAIN if off_topic else RefusalReason.NO_RELEVANT_DOCS
-    return refuse_with(reason, decision, candidates=ranked)
-
-
 @dataclass
 class _Deciding:
     """What rerank knows of one question so far: each step reads it, and narrows it when the
@@ -127,6 +100,8 @@ class _Deciding:
 
 
 def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
+    """The decision, step by step in the order above: each step returns the node's update when
+    it decides, else None, and may narrow what the later steps read (`_Deciding`)."""
     d = _ranking(state, knobs(config), runtime)
     if (update := _back_from_rephrase(d)) is not None:
         return update
@@ -455,6 +430,33 @@ def _to_generate(d: _Deciding, evidence: _Evidence) -> dict[str, Any]:
         "rephrased": plain,
         "trail": [decision],
     }
+
+
+def _not_found(
+    state: PipelineState,
+    run: RunConfig,
+    ranked: list[Candidate],
+    rule: str,
+    score: float,
+    threshold: float,
+    **detail: Any,
+) -> dict[str, Any]:
+    """Nothing relevant: refused out_of_domain if the question was only loosely related to the
+    KB at all (classify's best cosine below domain_confident_similarity), else no_relevant_docs."""
+    similarity = state.get("kb_similarity", 1.0)
+    off_topic = similarity < run.domain_confident_similarity
+    decision = decide(
+        NODE,
+        "miss",
+        rule + ("; loosely related to the KB: out of domain" if off_topic else ""),
+        score,
+        threshold,
+        kb_similarity=round(similarity, 4),
+        domain_confident_similarity=run.domain_confident_similarity,
+        **detail,
+    )
+    reason = RefusalReason.OUT_OF_DOMAIN if off_topic else RefusalReason.NO_RELEVANT_DOCS
+    return refuse_with(reason, decision, candidates=ranked)
 
 
 def ask_second_opinion(
