@@ -59,7 +59,22 @@ def _renumber(answer: str, cited: list[int]) -> str:
 def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     run = knobs(config)
     passages: list[Candidate] = state["passages"]
-    given = [
+    given = _given(passages)
+    try:
+        draft, pruned, report = _checked(state, given, run, runtime, config)
+    except Exception as exc:  # the embedding model failed: nothing can be verified
+        return _unverifiable(exc)
+    if report.supported:
+        report = _polarity(state["question"], draft, report, passages)
+    claims = _claims(report)
+    if report.supported:
+        return _grounded(draft, pruned, report, given, passages, claims)
+    return _ungrounded(state, report, passages, claims, run, runtime)
+
+
+def _given(passages: list[Candidate]) -> list[Passage]:
+    """The passages as the model was given them, numbered from 1."""
+    return [
         Passage(
             number=n,
             source_id=str(p.payload.get("source_id", p.id)),
@@ -67,35 +82,48 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         )
         for n, p in enumerate(passages, start=1)
     ]
+
+
+def _checked(
+    state: PipelineState,
+    given: list[Passage],
+    run: RunConfig,
+    runtime: NodeRuntime,
+    config: RunnableConfig,
+) -> tuple[str, tuple[str, ...], GroundingReport]:
+    """The draft's claims checked against the passages (by the chat model with
+    `grounding_judge`), and the draft with its unsupported uncited remarks left out when the
+    rest is grounded: (draft, the remarks left out, report). Raises when the embedder fails."""
     min_similarity = run.grounding_min_similarity
     draft, pruned = state["draft"], tuple[str, ...]()
     embedder = runtime.context.embedder
     judge = runtime.context.chat_model if run.grounding_judge else None
-    try:
-        report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
-        if judge is not None:
-            report = judge_report(report, given, judge, config)
-        elif not report.supported and (
-            edit := prune(
-                draft,
-                given,
-                embedder,
-                min_similarity,
-                answer_first=asks_for_definition(state["question"]),
-            )
-        ):
-            draft, pruned, report = edit  # unsupported uncited remarks left out; rest grounded
-    except Exception as exc:  # the embedding model failed: nothing can be verified
-        log.error(
-            "ground: embedding model failed (%s: %s); answer refused", type(exc).__name__, exc
+    report = check_grounding(draft, given, embedder, min_similarity=min_similarity)
+    if judge is not None:
+        report = judge_report(report, given, judge, config)
+    elif not report.supported and (
+        edit := prune(
+            draft,
+            given,
+            embedder,
+            min_similarity,
+            answer_first=asks_for_definition(state["question"]),
         )
-        decision = decide(
-            NODE, "error", f"embedder failed: {type(exc).__name__}", error=str(exc)[:300]
-        )
-        return refuse_with(RefusalReason.MODEL_UNAVAILABLE, decision)
-    if report.supported:
-        report = _polarity(state["question"], draft, report, passages)
-    claims = [
+    ):
+        draft, pruned, report = edit  # unsupported uncited remarks left out; rest grounded
+    return draft, pruned, report
+
+
+def _unverifiable(exc: Exception) -> dict[str, Any]:
+    """Refused model_unavailable: without the embedding model nothing can be verified."""
+    log.error("ground: embedding model failed (%s: %s); answer refused", type(exc).__name__, exc)
+    decision = decide(NODE, "error", f"embedder failed: {type(exc).__name__}", error=str(exc)[:300])
+    return refuse_with(RefusalReason.MODEL_UNAVAILABLE, decision)
+
+
+def _claims(report: GroundingReport) -> list[dict[str, Any]]:
+    """Each claim's evidence, for the trail."""
+    return [
         {
             "claim": c.claim[:160],
             "supported": c.supported,
@@ -106,21 +134,41 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         }
         for c in report.claims
     ]
-    if report.supported:
-        cited = sorted(drawn_on(report, given)) or [1]
-        reason = report.reason or "all claims supported"
-        if pruned:
-            reason = f"{reason}; {len(pruned)} unsupported uncited remark(s) left out"
-        decision = decide(
-            NODE, "pass", reason, report.score, None, claims=claims, pruned=list(pruned)
-        )
-        return {
-            "answer": _renumber(draft, cited),
-            "route": "generated",
-            "citations": [passages[n - 1].citation() for n in cited],
-            "confidence": round(min(report.score, passages[cited[0] - 1].score), 4),
-            "trail": [decision],
-        }
+
+
+def _grounded(
+    draft: str,
+    pruned: tuple[str, ...],
+    report: GroundingReport,
+    given: list[Passage],
+    passages: list[Candidate],
+    claims: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The grounded draft, cited by the passages it draws on (route generated)."""
+    cited = sorted(drawn_on(report, given)) or [1]
+    reason = report.reason or "all claims supported"
+    if pruned:
+        reason = f"{reason}; {len(pruned)} unsupported uncited remark(s) left out"
+    decision = decide(NODE, "pass", reason, report.score, None, claims=claims, pruned=list(pruned))
+    return {
+        "answer": _renumber(draft, cited),
+        "route": "generated",
+        "citations": [passages[n - 1].citation() for n in cited],
+        "confidence": round(min(report.score, passages[cited[0] - 1].score), 4),
+        "trail": [decision],
+    }
+
+
+def _ungrounded(
+    state: PipelineState,
+    report: GroundingReport,
+    passages: list[Candidate],
+    claims: list[dict[str, Any]],
+    run: RunConfig,
+    runtime: NodeRuntime,
+) -> dict[str, Any]:
+    """An unsupported draft: replaced by a document passage to quote or the top FAQ entry
+    verbatim when `_fallback` finds one, else refused not_grounded."""
     threshold, _ = faq_threshold(run, runtime, state["kb"])
     ranked = state.get("candidates", [])
     fallback = (

@@ -363,7 +363,8 @@ def pick_default(reports: list[Report]) -> Report:
     return min((r for r in reports if r.quality >= best - 0.05), key=lambda r: r.cpu_p50_ms)
 
 
-def main() -> int:
+def _arguments() -> tuple[argparse.Namespace, dict[str, Any]]:
+    """The command line, and the knobs of the second arm (none: one arm)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -385,6 +386,61 @@ def main() -> int:
         variant = RunConfig.parse(args.knob)
     except KnobError as exc:
         parser.error(str(exc))
+    return args, variant
+
+
+def _runtimes(
+    settings: Settings, variant: dict[str, Any], old_runtime: str | None, data_dir: Path
+) -> list[Runtime]:
+    """The arms: the bundled server, the same server with the variant's knobs, and the old
+    llama-cpp-python server when asked for."""
+    runtimes = [start_xllamacpp(settings)]
+    if variant:  # the same server, other knobs: a second arm that costs no second model
+        base = runtimes[0]
+        label = ",".join(f"{k}={v}" for k, v in variant.items())
+        runtimes.append(
+            Runtime(
+                label,
+                base.base_url,
+                base.api_key,
+                base.pid,
+                base.start_s,
+                stop=lambda: None,  # the server is the first arm's
+                threads=base.threads,
+                knobs=variant,
+            )
+        )
+    if old_runtime:
+        runtimes.append(start_llama_cpp_python(old_runtime, settings, data_dir / "old-server.log"))
+    return runtimes
+
+
+def _connect(
+    runtime: Runtime, settings: Settings, name: str, store: Any, embedder: OnnxEmbedder
+) -> None:
+    """The arm's pipeline, talking to its server, warmed up (first-touch page faults)."""
+    chat: ChatOpenAI = (
+        load_chat_model(settings)  # type: ignore[assignment]
+        if runtime.name != "llama-cpp-python"
+        else OldServerChat(
+            model=name,
+            base_url=runtime.base_url,
+            api_key="none",
+            temperature=0,
+            timeout=settings.llm_timeout_s,
+            max_retries=0,
+            stream_usage=True,
+        )
+    )
+    runtime.bot = Guardrag(
+        build_services(settings, store=store, embedder=embedder, chat_model=chat),
+        settings,
+    )
+    complete(runtime, name, "Warm up: say OK.", 4)  # first-touch page faults
+
+
+def main() -> int:
+    args, variant = _arguments()
     installed = load_settings()
     name = args.model or installed.llm_local_model
     if local.install_problem(installed.model_copy(update={"llm_local_model": name})):
@@ -411,46 +467,10 @@ def main() -> int:
             Guardrag(build_services(no_llm, store=store, embedder=embedder), no_llm),
             load_cases(args.golden),
         )[: args.limit]
-        runtimes = [start_xllamacpp(settings)]
-        if variant:  # the same server, other knobs: a second arm that costs no second model
-            base = runtimes[0]
-            label = ",".join(f"{k}={v}" for k, v in variant.items())
-            runtimes.append(
-                Runtime(
-                    label,
-                    base.base_url,
-                    base.api_key,
-                    base.pid,
-                    base.start_s,
-                    stop=lambda: None,  # the server is the first arm's
-                    threads=base.threads,
-                    knobs=variant,
-                )
-            )
-        if args.old_runtime:
-            runtimes.append(
-                start_llama_cpp_python(args.old_runtime, settings, data_dir / "old-server.log")
-            )
+        runtimes = _runtimes(settings, variant, args.old_runtime, data_dir)
         try:
             for runtime in runtimes:
-                chat: ChatOpenAI = (
-                    load_chat_model(settings)  # type: ignore[assignment]
-                    if runtime.name != "llama-cpp-python"
-                    else OldServerChat(
-                        model=name,
-                        base_url=runtime.base_url,
-                        api_key="none",
-                        temperature=0,
-                        timeout=settings.llm_timeout_s,
-                        max_retries=0,
-                        stream_usage=True,
-                    )
-                )
-                runtime.bot = Guardrag(
-                    build_services(settings, store=store, embedder=embedder, chat_model=chat),
-                    settings,
-                )
-                complete(runtime, name, "Warm up: say OK.", 4)  # first-touch page faults
+                _connect(runtime, settings, name, store, embedder)
             print(
                 f"{len(cases)} golden cases reach generation; model {name}; runtimes: "
                 + ", ".join(f"{r.name} (started in {r.start_s:.1f} s)" for r in runtimes)
@@ -469,6 +489,18 @@ def main() -> int:
         f"\nload average (1 min) during the run: median {statistics.median(loads):.1f}, "
         f"min {min(loads):.1f}, max {max(loads):.1f}"
     )
+    _print_reports(reports)
+    best = pick_default(reports)
+    _print_budgets(best)
+    print(f"\ndefault by the numbers: {best.runtime} (fastest within 5 points of the best quality)")
+    if args.json:
+        payload = {"loads": loads, "reports": [asdict(r) for r in reports]}
+        args.json.write_text(json.dumps(payload, indent=1))
+    return 0
+
+
+def _print_reports(reports: list[Report]) -> None:
+    """Each arm's quality, latency, throughput and memory, wall clock and from CPU time."""
     print(
         f"{'runtime':<17} {'gold-cited':>12} {'refused ok':>10} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'generate n/p50/p95 ms':>22} {'rephrase n/p50':>15} "
@@ -491,7 +523,10 @@ def main() -> int:
             f"rephrase p50 {r.cpu_rephrase_p50_ms:>6.0f} ms; prompt "
             f"{r.cpu_prompt_tok_s:.1f} t/s, generation {r.cpu_gen_tok_s:.1f} t/s"
         )
-    best = pick_default(reports)
+
+
+def _print_budgets(best: Report) -> None:
+    """The default arm's p50/p95 against the latency budget, by several measures."""
     for what, p50, p95 in (
         ("whole questions, wall", best.p50_ms, best.p95_ms),
         ("the generate step, wall", best.generate_p50_ms, best.generate_p95_ms),
@@ -509,11 +544,6 @@ def main() -> int:
             f"{'within' if within else 'over'} the {P50_BUDGET_MS / 1000:.0f} s / "
             f"{P95_BUDGET_MS / 1000:.0f} s budget"
         )
-    print(f"\ndefault by the numbers: {best.runtime} (fastest within 5 points of the best quality)")
-    if args.json:
-        payload = {"loads": loads, "reports": [asdict(r) for r in reports]}
-        args.json.write_text(json.dumps(payload, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

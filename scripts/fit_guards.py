@@ -377,7 +377,32 @@ def fit_passage(injection: LinearModel, verbose: bool = False) -> PassageModel:
         LearnedInjection(embedder, injection),
     )
     kbs = our_kbs()
-    rng = np.random.default_rng(0)
+    rows, labels, groups = _clean_sentences(detector, kbs)
+    _add_planted_sentences(detector, kbs, rows, labels, groups)
+    x, y, g = np.array(rows), np.array(labels), np.array(groups)
+    print(f"  {int((y == 0).sum())} clean sentences, {int(y.sum())} planted, {len(kbs)} KBs")
+    recall, weights = _leave_one_kb_out(x, y, g, sorted(kbs), verbose)
+    score = x @ weights
+    threshold = float(score[y == 0].max()) + PASSAGE_MARGIN
+    about = {
+        "fit": "scripts/fit_guards.py",
+        "clean_sentences": int((y == 0).sum()),
+        "planted_sentences": int(y.sum()),
+        "leave_one_kb_out_caught": round(recall, 4),
+        "in_sample_caught": round(float(np.mean(score[y == 1] >= threshold)), 4),
+        "margin": PASSAGE_MARGIN,
+        "subsamples": list(SUBSAMPLES),
+        "weights": {f: float(w) for f, w in zip(FEATURES, weights, strict=True)},
+    }
+    print(f"  chosen {about}, threshold {threshold:.3f}")
+    return PassageModel(weights, threshold, about)
+
+
+def _clean_sentences(
+    detector: ForeignSentences, kbs: dict[str, list[tuple[str, str]]]
+) -> tuple[list[np.ndarray], list[int], list[str]]:
+    """Every sentence of our KBs (label 0) with its features and its KB, the novelty feature
+    measured against a random part of its KB (as a KB of that size would be)."""
     rows: list[np.ndarray] = []
     labels: list[int] = []
     groups: list[str] = []
@@ -395,6 +420,19 @@ def fit_passage(injection: LinearModel, verbose: bool = False) -> PassageModel:
                 rows += list(features)
                 labels += [0] * len(features)
                 groups += [name] * len(features)
+    return rows, labels, groups
+
+
+def _add_planted_sentences(
+    detector: ForeignSentences,
+    kbs: dict[str, list[tuple[str, str]]],
+    rows: list[np.ndarray],
+    labels: list[int],
+    groups: list[str],
+) -> None:
+    """Injection passages planted at each position of random entries: their sentences (label
+    1) added with their features and KB."""
+    rng = np.random.default_rng(0)
     names = sorted(kbs)
     planted: dict[str, list[tuple[tuple[str, str], set[str]]]] = {n: [] for n in names}
     for unit in passage_units():
@@ -417,8 +455,13 @@ def fit_passage(injection: LinearModel, verbose: bool = False) -> PassageModel:
                     rows.append(row)
                     labels.append(1)
                     groups.append(name)
-    x, y, g = np.array(rows), np.array(labels), np.array(groups)
-    print(f"  {int((y == 0).sum())} clean sentences, {int(y.sum())} planted, {len(kbs)} KBs")
+
+
+def _leave_one_kb_out(
+    x: np.ndarray, y: np.ndarray, g: np.ndarray, names: list[str], verbose: bool
+) -> tuple[float, np.ndarray]:
+    """The grid's weights that catch the most planted sentences with no false positive on any
+    KB, each KB judged with the threshold from the others: (mean share caught, weights)."""
     best: tuple[float, np.ndarray] | None = None
     without_novelty = 0.0
     grid = itertools.product(GRID_KB, GRID_FIRST_PERSON, GRID_INJECTION, GRID_REQUEST, GRID_NOVELTY)
@@ -442,22 +485,8 @@ def fit_passage(injection: LinearModel, verbose: bool = False) -> PassageModel:
             without_novelty = max(without_novelty, float(np.mean(caught)))
     if best is None:
         sys.exit("no passage weights keep every held-out KB clean")
-    recall, weights = best
     print(f"  best leave-one-KB-out catch without the novelty feature: {without_novelty:.4f}")
-    score = x @ weights
-    threshold = float(score[y == 0].max()) + PASSAGE_MARGIN
-    about = {
-        "fit": "scripts/fit_guards.py",
-        "clean_sentences": int((y == 0).sum()),
-        "planted_sentences": int(y.sum()),
-        "leave_one_kb_out_caught": round(recall, 4),
-        "in_sample_caught": round(float(np.mean(score[y == 1] >= threshold)), 4),
-        "margin": PASSAGE_MARGIN,
-        "subsamples": list(SUBSAMPLES),
-        "weights": {f: float(w) for f, w in zip(FEATURES, weights, strict=True)},
-    }
-    print(f"  chosen {about}, threshold {threshold:.3f}")
-    return PassageModel(weights, threshold, about)
+    return best
 
 
 def main() -> None:

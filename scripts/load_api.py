@@ -159,6 +159,17 @@ def client_address(number: int) -> str:
     return f"10.0.{number // 250}.{number % 250 + 1}"
 
 
+@dataclass
+class _Tally:
+    """What every client saw, recorded under one lock."""
+
+    calls: list[Call] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)  # connections refused, per target
+    refused_unseen: int = 0  # 429s from a target that never admitted the client
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
 def run_load(
     base_url: str | Sequence[str],
     questions: Sequence[str],
@@ -173,74 +184,107 @@ def run_load(
     `max_requests` (0: no cap) have passed; with several base URLs each client spreads its
     requests over them and skips one that refuses connections."""
     targets = [base_url] if isinstance(base_url, str) else list(base_url)
-    calls: list[Call] = []
-    errors: list[str] = []
-    refused: Counter[str] = Counter()
-    refused_unseen = 0
-    lock = threading.Lock()
+    tally = _Tally()
     start = time.monotonic()
     deadline = start + duration_s
 
     def client(number: int) -> None:
-        nonlocal refused_unseen
-        headers = {"X-Forwarded-For": client_address(number)}
-        if api_key:
-            headers["X-API-Key"] = api_key
-        alive = list(targets)
-        admitted_by: set[str] = set()
-        sent = turn = 0
-        with ExitStack() as stack:
-            http = {
-                t: stack.enter_context(httpx.Client(base_url=t, headers=headers, timeout=timeout_s))
-                for t in targets
-            }
-            while alive and time.monotonic() < deadline:
-                if max_requests and sent >= max_requests:
-                    break
-                target = alive[(number + turn) % len(alive)]
-                turn += 1
-                question = questions[(number * 7 + sent) % len(questions)]
-                began = time.perf_counter()
-                try:
-                    response = http[target].post("/v1/ask", json={"question": question})
-                except httpx.ConnectError:
-                    with lock:  # never sent: a balancer would take this replica out
-                        refused[target] += 1
-                    alive.remove(target)
-                    continue
-                except httpx.HTTPError:
-                    sent += 1
-                    with lock:  # sent, no answer (the replica died under it): maybe run
-                        calls.append(Call(0, (time.perf_counter() - began) * 1000, number, target))
-                    continue
-                sent += 1
-                call = Call(
-                    response.status_code, (time.perf_counter() - began) * 1000, number, target
-                )
-                if response.status_code == 200:
-                    admitted_by.add(target)
-                    body = response.json()
-                    call.request_id, call.outcome = body["request_id"], body["outcome"]
-                    call.reason = (body.get("refusal") or {}).get("reason")
-                elif response.status_code == 429:
-                    if target not in admitted_by:
-                        with lock:
-                            refused_unseen += 1
-                else:
-                    with lock:
-                        errors.append(f"HTTP {response.status_code}: {response.text[:200]}")
-                with lock:
-                    calls.append(call)
-                if response.status_code == 429 and (not max_requests or sent < max_requests):
-                    wait = float(response.headers.get("retry-after", "1"))
-                    time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+        _client(number, targets, questions, tally, deadline, max_requests, api_key, timeout_s)
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    seconds = time.monotonic() - start
+    return _load_report(tally, targets, clients, time.monotonic() - start)
+
+
+def _client(
+    number: int,
+    targets: list[str],
+    questions: Sequence[str],
+    tally: _Tally,
+    deadline: float,
+    max_requests: int,
+    api_key: str | None,
+    timeout_s: float,
+) -> None:
+    """One client: asks round robin over the targets still accepting connections, backs off as
+    a 429 says, until the deadline or its `max_requests`."""
+    headers = {"X-Forwarded-For": client_address(number)}
+    if api_key:
+        headers["X-API-Key"] = api_key
+    alive = list(targets)
+    admitted_by: set[str] = set()
+    sent = turn = 0
+    with ExitStack() as stack:
+        http = {
+            t: stack.enter_context(httpx.Client(base_url=t, headers=headers, timeout=timeout_s))
+            for t in targets
+        }
+        while alive and time.monotonic() < deadline:
+            if max_requests and sent >= max_requests:
+                break
+            target = alive[(number + turn) % len(alive)]
+            turn += 1
+            question = questions[(number * 7 + sent) % len(questions)]
+            began = time.perf_counter()
+            try:
+                response = http[target].post("/v1/ask", json={"question": question})
+            except httpx.ConnectError:
+                with tally.lock:  # never sent: a balancer would take this replica out
+                    tally.refused[target] += 1
+                alive.remove(target)
+                continue
+            except httpx.HTTPError:
+                sent += 1
+                with tally.lock:  # sent, no answer (the replica died under it): maybe run
+                    tally.calls.append(
+                        Call(0, (time.perf_counter() - began) * 1000, number, target)
+                    )
+                continue
+            sent += 1
+            _record(response, began, number, target, admitted_by, tally)
+            if response.status_code == 429 and (not max_requests or sent < max_requests):
+                wait = float(response.headers.get("retry-after", "1"))
+                time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+
+
+def _record(
+    response: httpx.Response,
+    began: float,
+    number: int,
+    target: str,
+    admitted_by: set[str],
+    tally: _Tally,
+) -> None:
+    """One answered call: its outcome, a 429 from a target that never admitted this client,
+    or an error status."""
+    call = Call(response.status_code, (time.perf_counter() - began) * 1000, number, target)
+    if response.status_code == 200:
+        admitted_by.add(target)
+        body = response.json()
+        call.request_id, call.outcome = body["request_id"], body["outcome"]
+        call.reason = (body.get("refusal") or {}).get("reason")
+    elif response.status_code == 429:
+        if target not in admitted_by:
+            with tally.lock:
+                tally.refused_unseen += 1
+    else:
+        with tally.lock:
+            tally.errors.append(f"HTTP {response.status_code}: {response.text[:200]}")
+    with tally.lock:
+        tally.calls.append(call)
+
+
+def _load_report(tally: _Tally, targets: list[str], clients: int, seconds: float) -> LoadReport:
+    """The calls summed up: statuses, outcomes, latency of the 200s, per target."""
+    calls, errors, refused, refused_unseen = (
+        tally.calls,
+        tally.errors,
+        tally.refused,
+        tally.refused_unseen,
+    )
     ok = sorted(c.ms for c in calls if c.status == 200)
     by_target: dict[str, Counter[int]] = {t: Counter() for t in targets}
     for c in calls:
@@ -335,7 +379,7 @@ def check_audit(
     )
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -360,13 +404,27 @@ def main() -> int:
     parser.add_argument("--rate-per-minute", type=float, default=60.0)
     parser.add_argument("--burst", type=int, default=10)
     parser.add_argument("--json", type=Path, help="Also write the report here as JSON.")
-    args = parser.parse_args()
-    questions = faq_questions() if args.faq_only else question_mix()
+    return parser.parse_args()
+
+
+@dataclass
+class _Run:
+    """One load run against a deployment, and what it cost."""
+
+    report: LoadReport
+    cpu: tuple[float, float, float]  # seconds: the servers, their backends, these clients
+    audit: AuditCheck | None
+    replicas: bool
+    killed: list[str]
+    urls: list[str]
+
+
+def _run(args: argparse.Namespace, questions: list[str]) -> _Run:
+    """Deploy (or reach) the API, warm it up, run the load, stop, and check the audit log."""
     limits = {
         "rate_limit_per_minute": str(args.rate_per_minute),
         "rate_limit_burst": str(args.burst),
     }
-
     with (
         tempfile.TemporaryDirectory(dir="/tmp") as tmp,
         deploy(
@@ -406,7 +464,14 @@ def main() -> int:
             check_audit(audit_url, report.request_ids, started, unanswered) if audit_url else None
         )
         replicas, killed, urls = deployment.replicas, deployment.killed, deployment.urls
+    return _Run(report, cpu, audit, bool(replicas), killed, urls)
 
+
+def main() -> int:
+    args = _arguments()
+    questions = faq_questions() if args.faq_only else question_mix()
+    run = _run(args, questions)
+    report, cpu, audit, replicas, killed = run.report, run.cpu, run.audit, run.replicas, run.killed
     for line in report.lines():
         print(line)
     answered = max(1, report.statuses.get(200, 0))
@@ -426,7 +491,7 @@ def main() -> int:
         data = {
             **asdict(report),
             "audit": asdict(audit) if audit else None,
-            "urls": urls,
+            "urls": run.urls,
             "cpu_ms_per_200": [1000 * c / answered for c in cpu] if replicas else None,
             "load_average": os.getloadavg()[0],
         }

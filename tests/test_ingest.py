@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -279,3 +280,38 @@ def test_rows_are_embedded_batch_by_batch_as_the_store_writes(
     for row in rows:
         hit = store.find_by_field("kb", "source_id", row["id"])[0]
         assert hit.payload["answer"] == row["answer"]
+
+
+def test_the_cli_reads_each_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: OnnxEmbedder
+) -> None:
+    """`guardrag ingest` learns the entry count for its progress bar from the one parse it
+    ingests: every input file is opened once."""
+    import builtins
+    import io
+    from collections import Counter
+
+    from typer.testing import CliRunner
+
+    from guardrag.faces.cli.main import app
+
+    faq = write_jsonl(tmp_path / "faq.jsonl", ROWS)
+    guide = tmp_path / "guide.md"
+    guide.write_text("# Guide\n\n## Top up\n\nTap Top Up and choose FPX to add money.\n")
+    inputs = {str(faq), str(guide)}
+    opened: Counter[str] = Counter()
+    real_open = io.open
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file) in inputs:
+            opened[Path(file).name] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", counting_open)
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr("guardrag.core.embedder.load_embedder", lambda *a, **k: embedder)
+    monkeypatch.setenv("GUARDRAG_DATA_DIR", str(tmp_path / "data"))
+    result = CliRunner().invoke(app, ["ingest", str(faq), str(guide), "--kb", "once"])
+    assert result.exit_code == 0, result.output
+    assert "added" in result.output
+    assert opened == {"faq.jsonl": 1, "guide.md": 1}

@@ -22,7 +22,7 @@ from guardrag.core.kb.calibration import KEY as CALIBRATION
 from guardrag.core.kb.calibration import Calibration, calibrate
 from guardrag.core.kb.entries import Entry
 from guardrag.core.kb.quarantine import quarantine
-from guardrag.core.kb.readers import load_entries
+from guardrag.core.kb.readers import IngestLimits, load_entries
 from guardrag.core.kb.stats import KBStats, point_text
 from guardrag.core.rerank import FusedReranker, Reranker
 from guardrag.core.store import IndexDamaged, KBInfo, Point, VectorStore, bm25
@@ -110,6 +110,32 @@ def _embedded(
             progress(len(part))
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """Source files read and parsed once: their entries, the bad rows skipped (with
+    `skip_bad_rows`) and what document readers left out."""
+
+    paths: list[Path]  # resolved: a row's source file is where it came from, whatever the cwd
+    entries: list[Entry]
+    skipped: list[str]
+    dropped: list[str]
+
+
+def parse(
+    paths: list[Path],
+    columns: dict[str, str] | None = None,
+    skip_bad_rows: bool = False,
+    limits: IngestLimits | None = None,
+) -> Parsed:
+    """Read and validate every source once (raises IngestError on the first problem unless
+    `skip_bad_rows`); a caller that shows progress learns the entry count from it before
+    `ingest_parsed` embeds them."""
+    paths = [p.resolve() for p in paths]
+    dropped: list[str] = []
+    entries, skipped = load_entries(paths, columns, skip_bad_rows, limits, dropped=dropped)
+    return Parsed(paths, entries, skipped, dropped)
+
+
 def ingest(
     store: VectorStore,
     embedder: Embedder,
@@ -125,7 +151,29 @@ def ingest(
     reranker: Reranker | None = None,
     allowed_domains: list[str] | None = None,
 ) -> IngestReport:
-    """Parse, embed and publish `paths` into `kb` as one new snapshot.
+    """Parse, embed and publish `paths` into `kb` as one new snapshot (`parse`, then
+    `ingest_parsed`)."""
+    return ingest_parsed(
+        store, embedder, kb, parse(paths, columns, skip_bad_rows),
+        description=description, fallback_url=fallback_url, progress=progress,
+        batch_size=batch_size, reranker=reranker, allowed_domains=allowed_domains,
+    )  # fmt: skip
+
+
+def ingest_parsed(
+    store: VectorStore,
+    embedder: Embedder,
+    kb: str,
+    parsed: Parsed,
+    *,
+    description: str | None = None,
+    fallback_url: str | None = None,
+    progress: Callable[[int], None] | None = None,
+    batch_size: int = 512,
+    reranker: Reranker | None = None,
+    allowed_domains: list[str] | None = None,
+) -> IngestReport:
+    """Embed and publish parsed sources into `kb` as one new snapshot.
 
     Rows from other source files already in the KB are kept; rows of these files that are gone
     from the source are removed. Vectors of unchanged rows are reused, not recomputed. Rows are
@@ -133,9 +181,7 @@ def ingest(
     Once published, the KB calibrates its verbatim-answer threshold on its own FAQ entries
     (kb/calibration.py, scored by `reranker` as questions will be) and keeps it with the snapshot.
     """
-    paths = [p.resolve() for p in paths]
-    dropped: list[str] = []
-    entries, skipped = load_entries(paths, columns, skip_bad_rows, dropped=dropped)
+    paths, entries = parsed.paths, parsed.entries
     old_info, previous = _previous_snapshot(store, kb, paths)
     # The screen, the points and calibration all embed the FAQ questions: once is enough, and
     # the questions the KB already stores need no embedding at all.
@@ -143,11 +189,11 @@ def ingest(
     asked = [(str(p.payload["question"]), p.dense) for p in previous.values() if _is_faq(p)]
     with memo.session((e.title for e in entries if e.kind == "faq"), asked):
         report = _ingest(
-            store, memo, kb, paths, entries, skipped, old_info, previous,
+            store, memo, kb, paths, entries, parsed.skipped, old_info, previous,
             description=description, fallback_url=fallback_url, progress=progress,
             batch_size=batch_size, reranker=reranker, allowed_domains=allowed_domains,
         )  # fmt: skip
-    report.dropped = dropped
+    report.dropped = parsed.dropped
     return report
 
 

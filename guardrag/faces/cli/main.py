@@ -94,28 +94,26 @@ def ingest(
     from tqdm import tqdm
 
     from guardrag.core.embedder import load_embedder  # lazy: see above
-    from guardrag.core.kb.ingest import ingest as run_ingest  # lazy: see above
-    from guardrag.core.kb.readers import load_entries, parse_columns  # lazy: see above
+    from guardrag.core.kb.ingest import ingest_parsed, parse  # lazy: see above
+    from guardrag.core.kb.readers import parse_columns  # lazy: see above
     from guardrag.core.store import store_from_settings  # lazy: see above
 
     name = _kb(kb)
     settings = load_settings()
-    mapping = parse_columns(columns)
-    total = len(load_entries(paths, mapping, skip_bad_rows)[0])
+    parsed = parse(paths, parse_columns(columns), skip_bad_rows)  # read once, before the model
+    total = len(parsed.entries)
     embedder = load_embedder()
     store = store_from_settings(settings)
     resume()
     try:
         with tqdm(total=total, desc=f"ingest {name}", unit="entry", file=sys.stderr) as bar:
-            report = run_ingest(
+            report = ingest_parsed(
                 store,
                 embedder,
                 name,
-                paths,
-                columns=mapping,
+                parsed,
                 description=description,
                 fallback_url=fallback_url,
-                skip_bad_rows=skip_bad_rows,
                 progress=bar.update,
                 allowed_domains=[allowed_domains] if allowed_domains else None,
             )

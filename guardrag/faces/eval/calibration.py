@@ -237,6 +237,16 @@ class Calibration:
         return self.__dict__.copy()
 
 
+#: The knobs the sweep varies, in the order of the grid's axes.
+_ORDER = (
+    "grounding_min_similarity",
+    "faq_margin",
+    "domain_min_similarity",
+    "min_relevance",
+    "faq_answer_threshold",
+)
+
+
 def sweep(
     feat: Features,
     penalty: float,
@@ -244,69 +254,21 @@ def sweep(
     grid: dict[str, Sequence[float]] | None = None,
 ) -> Calibration:
     """The grid's best point, the current knobs' score and the trade-off curve."""
-    grid = dict(grid or GRID)
-    grid["grounding_min_similarity"] = (
-        feat.grounding_grid if len(feat.grounding_grid) > 1 else (0.0,)
-    )
+    grid = _grid(feat, grid)
     counts = simulate(feat, grid)
     objective = counts["correct"] - penalty * counts["wrong"]
-    order = (
-        "grounding_min_similarity",
-        "faq_margin",
-        "domain_min_similarity",
-        "min_relevance",
-        "faq_answer_threshold",
-    )
-    now = {k: _knob_value(current, k) for k in order}
-    now_grounding = now["grounding_min_similarity"]
-    spans = {k: (max(grid[k]) - min(grid[k])) or 1.0 for k in order}
-
-    def distance(index: tuple[int, ...]) -> float:
-        return sum(
-            abs(grid[k][i] - (now_grounding if k == "grounding_min_similarity" else now[k]))
-            / spans[k]
-            for k, i in zip(order, index, strict=True)
-            if len(grid[k]) > 1
-        )
-
-    best_value = objective.max()
-    candidates = [tuple(int(x) for x in ix) for ix in np.argwhere(objective == best_value)]
-    chosen = min(candidates, key=lambda ix: (counts["wrong"][ix], distance(ix)))
-    proposed = {k: grid[k][i] for k, i in zip(order, chosen, strict=True)}
+    now = {k: _knob_value(current, k) for k in _ORDER}
+    chosen = _best_point(grid, counts, objective, now)
+    proposed = {k: grid[k][i] for k, i in zip(_ORDER, chosen, strict=True)}
     if len(feat.grounding_grid) <= 1:
         proposed.pop("grounding_min_similarity")
-    single = {k: [now[k]] for k in order}
-    single["grounding_min_similarity"] = [
-        grid["grounding_min_similarity"][_nearest(grid["grounding_min_similarity"], now_grounding)]
-    ]
-    at_now = {k: int(v.ravel()[0]) for k, v in simulate(feat, single).items()}
-    wrong, correct = counts["wrong"].ravel(), counts["correct"].ravel()
-    frontier: list[tuple[int, int]] = []
-    for w in sorted(set(wrong.tolist())):
-        top = int(correct[wrong <= w].max())
-        if not frontier or top > frontier[-1][1]:
-            frontier.append((int(w), top))
-    marginals = {
-        k: [(grid[k][i], float(np.take(objective, i, axis=a).max())) for i in range(len(grid[k]))]
-        for a, k in enumerate(order)
-        if len(grid[k]) > 1
-    }
-    notes = []
-    if len(feat.grounding_grid) <= 1:
-        notes.append(
-            "grounding_min_similarity not calibrated: no LLM drafted an answer in this run "
-            "(install the local model or set GUARDRAG_LLM_BASE_URL)"
-        )
+    at_now = _at_current(feat, grid, now)
     pending = int(counts["pending"][chosen])
-    if pending:
-        notes.append(
-            f"{pending} cases would reach the LLM at the proposed knobs but none answered: they count as neither correct nor wrong"
-        )
     return Calibration(
         penalty=penalty,
         cases=int(feat.judged.sum()),
         current={
-            "knobs": {k: _knob_value(current, k) for k in order},
+            "knobs": {k: _knob_value(current, k) for k in _ORDER},
             **at_now,
             "objective": at_now["correct"] - penalty * at_now["wrong"],
         },
@@ -315,12 +277,93 @@ def sweep(
             "correct": int(counts["correct"][chosen]),
             "wrong": int(counts["wrong"][chosen]),
             "pending": pending,
-            "objective": float(best_value),
+            "objective": float(objective.max()),
         },
-        frontier=frontier,
-        marginals=marginals,
-        notes=notes,
+        frontier=_frontier(counts),
+        marginals=_marginals(grid, objective),
+        notes=_notes(feat, pending),
     )
+
+
+def _grid(feat: Features, grid: dict[str, Sequence[float]] | None) -> dict[str, Sequence[float]]:
+    """The grid to sweep; grounding_min_similarity only over the drafts' own values."""
+    grid = dict(grid or GRID)
+    grid["grounding_min_similarity"] = (
+        feat.grounding_grid if len(feat.grounding_grid) > 1 else (0.0,)
+    )
+    return grid
+
+
+def _best_point(
+    grid: dict[str, Sequence[float]],
+    counts: dict[str, np.ndarray],
+    objective: np.ndarray,
+    now: dict[str, float],
+) -> tuple[int, ...]:
+    """The grid index of the best objective; among ties, the fewest wrong answers, then the
+    nearest to the current knobs (each knob's distance relative to its span)."""
+    spans = {k: (max(grid[k]) - min(grid[k])) or 1.0 for k in _ORDER}
+
+    def distance(index: tuple[int, ...]) -> float:
+        return sum(
+            abs(grid[k][i] - now[k]) / spans[k]
+            for k, i in zip(_ORDER, index, strict=True)
+            if len(grid[k]) > 1
+        )
+
+    best_value = objective.max()
+    candidates = [tuple(int(x) for x in ix) for ix in np.argwhere(objective == best_value)]
+    return min(candidates, key=lambda ix: (counts["wrong"][ix], distance(ix)))
+
+
+def _at_current(
+    feat: Features, grid: dict[str, Sequence[float]], now: dict[str, float]
+) -> dict[str, int]:
+    """The counts at the current knobs (grounding at the nearest value of the grid)."""
+    single = {k: [now[k]] for k in _ORDER}
+    single["grounding_min_similarity"] = [
+        grid["grounding_min_similarity"][
+            _nearest(grid["grounding_min_similarity"], now["grounding_min_similarity"])
+        ]
+    ]
+    return {k: int(v.ravel()[0]) for k, v in simulate(feat, single).items()}
+
+
+def _frontier(counts: dict[str, np.ndarray]) -> list[tuple[int, int]]:
+    """The most correct answers reachable for each number of wrong ones."""
+    wrong, correct = counts["wrong"].ravel(), counts["correct"].ravel()
+    frontier: list[tuple[int, int]] = []
+    for w in sorted(set(wrong.tolist())):
+        top = int(correct[wrong <= w].max())
+        if not frontier or top > frontier[-1][1]:
+            frontier.append((int(w), top))
+    return frontier
+
+
+def _marginals(
+    grid: dict[str, Sequence[float]], objective: np.ndarray
+) -> dict[str, list[tuple[float, float]]]:
+    """Per knob swept, the best objective reachable at each of its values."""
+    return {
+        k: [(grid[k][i], float(np.take(objective, i, axis=a).max())) for i in range(len(grid[k]))]
+        for a, k in enumerate(_ORDER)
+        if len(grid[k]) > 1
+    }
+
+
+def _notes(feat: Features, pending: int) -> list[str]:
+    """What the proposal could not weigh."""
+    notes = []
+    if len(feat.grounding_grid) <= 1:
+        notes.append(
+            "grounding_min_similarity not calibrated: no LLM drafted an answer in this run "
+            "(install the local model or set GUARDRAG_LLM_BASE_URL)"
+        )
+    if pending:
+        notes.append(
+            f"{pending} cases would reach the LLM at the proposed knobs but none answered: they count as neither correct nor wrong"
+        )
+    return notes
 
 
 def _nearest(values: Sequence[float], target: float) -> int:

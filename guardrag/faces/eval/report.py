@@ -60,6 +60,29 @@ def md_table(header: Sequence[str], lines: Iterable[Sequence[Any]]) -> list[str]
 
 def render(summary: dict[str, Any], images: dict[str, str], regressions: list[str] | None) -> str:
     """The report as Markdown; `images`: {title: relative PNG path}."""
+    md = _header(summary, regressions)
+    md += ["## Headline", ""]
+    md += md_table(["metric", "value"], [(k, v) for k, v in summary["metrics"].items()])
+    md += _retrieval(summary["retrieval"])
+    md += _baselines(summary)
+    md += _near_duplicates(summary)
+    md += _refusals(summary)
+    md += _latency(summary["latency_ms"])
+    u = summary["usage"]
+    md += [
+        "",
+        f"Tokens: {u['prompt_tokens']} prompt + {u['completion_tokens']} completion, estimated cost ${u['estimated_cost_usd']:.6f}.",
+        "",
+    ]
+    for title, image in images.items():
+        md += [f"## {title}", "", f"![{title}]({image})", ""]
+    md += ["## Failures", ""]
+    md += [f"- {f}" for f in summary["failures"]] or ["None."]
+    return "\n".join(md) + "\n"
+
+
+def _header(summary: dict[str, Any], regressions: list[str] | None) -> list[str]:
+    """What was run and against which knobs, the KB's own threshold, and the regressions."""
     meta, m = summary["meta"], summary["metrics"]
     md = [
         f"# guardrag eval: {meta['golden']}",
@@ -87,10 +110,12 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
         md += ["## Regressions against the previous run", ""]
         md += [f"- **{r}**" for r in regressions] if regressions else ["None."]
         md.append("")
-    md += ["## Headline", ""]
-    md += md_table(["metric", "value"], [(k, v) for k, v in m.items()])
-    md += ["", "## Retrieval against the baselines", ""]
-    retrieval = summary["retrieval"]
+    return md
+
+
+def _retrieval(retrieval: dict[str, Any]) -> list[str]:
+    """Retrieval against the BM25 and dense baselines, and our ratio to the better one."""
+    md = ["", "## Retrieval against the baselines", ""]
     if retrieval:
         metric_names = [k for k in next(iter(retrieval.values())) if k != "cases"]
         best_baseline = (
@@ -113,7 +138,13 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
             md += ["", f"hybrid+rerank against the better baseline: {ratios}."]
     else:
         md.append("No answerable case with a gold source.")
-    md += [
+    return md
+
+
+def _baselines(summary: dict[str, Any]) -> list[str]:
+    """The baselines as QA systems beside ours."""
+    m = summary["metrics"]
+    md = [
         "",
         "Baselines as QA systems (answer with the top entry when its score reaches a fixed threshold):",
         "",
@@ -139,6 +170,12 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
             for s, v in summary["baselines"].items()
         ],
     )
+    return md
+
+
+def _near_duplicates(summary: dict[str, Any]) -> list[str]:
+    """Answers citing no gold entry but a near-duplicate of one (a noisy label)."""
+    m, md = summary["metrics"], []
     if near := summary.get("near_duplicates"):
         md += [
             "",
@@ -148,7 +185,12 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
             "",
         ]
         md += [f"- {line}" for line in near]
-    md += ["", "## Refusals", "", "Per reason the pipeline gave:", ""]
+    return md
+
+
+def _refusals(summary: dict[str, Any]) -> list[str]:
+    """Refusals per reason given and per reason expected, and the groups' pass counts."""
+    md = ["", "## Refusals", "", "Per reason the pipeline gave:", ""]
     md += md_table(
         ["reason", "refused", "precision"],
         [(k, v["refused"], v["precision"]) for k, v in summary["refusals_by_reason"].items()],
@@ -163,25 +205,19 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
         ["group", "passed", "total"],
         [(g, c.get("passed", 0), c["total"]) for g, c in summary["groups"].items()],
     )
-    lat = summary["latency_ms"]
-    md += ["", "## Latency (ms)", ""]
+    return md
+
+
+def _latency(lat: dict[str, Any]) -> list[str]:
+    """Latency percentiles: in total, per route, per node."""
+    md = ["", "## Latency (ms)", ""]
     md += md_table(
         ["where", "n", "p50", "p95"],
         [("total", *lat["total"].values())]
         + [(f"route {k}", *v.values()) for k, v in lat["route"].items()]
         + [(f"node {k}", *v.values()) for k, v in lat["node"].items()],
     )
-    u = summary["usage"]
-    md += [
-        "",
-        f"Tokens: {u['prompt_tokens']} prompt + {u['completion_tokens']} completion, estimated cost ${u['estimated_cost_usd']:.6f}.",
-        "",
-    ]
-    for title, image in images.items():
-        md += [f"## {title}", "", f"![{title}]({image})", ""]
-    md += ["## Failures", ""]
-    md += [f"- {f}" for f in summary["failures"]] or ["None."]
-    return "\n".join(md) + "\n"
+    return md
 
 
 def case_record(row: Evaluated) -> dict[str, Any]:

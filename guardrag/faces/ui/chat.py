@@ -372,6 +372,23 @@ def _why_panel(visible: bool) -> tuple[gr.Accordion, gr.Markdown, gr.Dataframe]:
     return panel, why, trail
 
 
+def _ask_box(
+    bot: Guardrag, default: str
+) -> tuple[gr.Textbox, gr.Button, gr.Button, gr.Button, gr.Dataset]:
+    """The question box, its Ask, Stop and Clear buttons, and the KB's example questions."""
+    question = gr.Textbox(
+        placeholder="Ask a question…", show_label=False, autofocus=True, elem_id="question"
+    )
+    with gr.Row():
+        send = gr.Button("Ask", variant="primary", elem_id="ask")
+        stop = gr.Button("Stop", elem_id="stop")
+        clear = gr.Button("Clear", elem_id="clear")
+    examples = gr.Dataset(
+        components=[question], samples=examples_of(bot, default), label="Try", elem_id="examples"
+    )
+    return question, send, stop, clear, examples
+
+
 def chat_tab(
     bot: Guardrag,
     recent: RecentResults,
@@ -386,16 +403,7 @@ def chat_tab(
     shown = gr.HTML(elem_id="route-badge")
     open_why = operator.expected is None  # the trusted demo: everyone is the operator
     why_panel, why, trail = _why_panel(open_why)
-    question = gr.Textbox(
-        placeholder="Ask a question…", show_label=False, autofocus=True, elem_id="question"
-    )
-    with gr.Row():
-        send = gr.Button("Ask", variant="primary", elem_id="ask")
-        stop = gr.Button("Stop", elem_id="stop")
-        clear = gr.Button("Clear", elem_id="clear")
-    examples = gr.Dataset(
-        components=[question], samples=examples_of(bot, default), label="Try", elem_id="examples"
-    )
+    question, send, stop, clear, examples = _ask_box(bot, default)
     outputs = [chat, question, shown, trail, ids, why]
     stops = StopRequests()
 

@@ -14,8 +14,8 @@ import gradio as gr
 
 from guardrag.config.settings import Settings, validate_kb_name
 from guardrag.core.kb.entries import IngestError
-from guardrag.core.kb.ingest import ingest
-from guardrag.core.kb.readers import IngestLimits, load_entries
+from guardrag.core.kb.ingest import ingest_parsed, parse
+from guardrag.core.kb.readers import IngestLimits
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.admin import Operator
 from guardrag.faces.ui.chat import ChatTab
@@ -141,7 +141,8 @@ def ingest_upload(
         limits = IngestLimits.from_settings(bot.settings)
         kb = validate_kb_name(kb.strip(), "Knowledge base name")
         file = stage_upload(bot.settings, kb, check_upload(path, bot.settings.upload_max_bytes))
-        total = len(load_entries([file], limits=limits)[0])
+        parsed = parse([file], limits=limits)  # read once: its entry count, then ingested
+        total = len(parsed.entries)
         done = 0
 
         def advance(count: int) -> None:
@@ -150,11 +151,11 @@ def ingest_upload(
             if progress is not None:
                 progress((done, total))
 
-        report = ingest(
+        report = ingest_parsed(
             bot.services.store,
             bot.services.embedder,
             kb,
-            [file],
+            parsed,
             description=description.strip() or None,
             progress=advance,
         )
