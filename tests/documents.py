@@ -30,6 +30,7 @@ class Grid:
     widths: list[float]
     size: float = 10.0
     box: bool = False
+    white: tuple[int, int] | None = None  # a cell (row, column) drawn in white: hidden text
 
 
 def make_pdf(path: Path, pages: Sequence[Sequence[Line | Grid]]) -> Path:
@@ -91,11 +92,13 @@ def _grid(pdf: object, page: object, grid: Grid, top: float) -> float:
     for width in grid.widths:
         edges.append(edges[-1] + width)
     y = top
-    for row in grid.rows:
+    for r, row in enumerate(grid.rows):
         height = max(len(cell.split("\n")) for cell in row) * pitch + 6
-        for x, cell in zip(edges, row, strict=False):
+        for c, (x, cell) in enumerate(zip(edges, row, strict=False)):
+            white = grid.white == (r, c)
             for n, text in enumerate(cell.split("\n")):
-                _text(pdf, page, Line(text, grid.size), x + 4, y - 3 - grid.size - n * pitch)
+                line = Line(text, grid.size, white=white)
+                _text(pdf, page, line, x + 4, y - 3 - grid.size - n * pitch)
         if not grid.box:
             _rule(page, left, y, right, y)
         y -= height
