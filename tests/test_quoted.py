@@ -161,6 +161,15 @@ def test_research_and_update_headings_are_asides() -> None:
     assert not asked_about("Who wrote it?", "opening")
 
 
+def test_publisher_notices_and_contents_are_not_answers() -> None:
+    assert aside_of(["Your responsibility"]) == "notice" and aside_of(["Disclaimer"]) == "notice"
+    assert aside_of(["Contents"]) == "opening" and aside_of(["Table of contents"]) == "opening"
+    assert aside_of(["Responsibilities of the referring GP"]) is None  # a real section
+    assert aside_of(["Referral", "Contents of the referral letter"]) is None
+    assert asked_about("Is it mandatory to apply the recommendations?", "notice")
+    assert not asked_about("When should I refer a breast lump?", "notice")
+
+
 def test_asides_are_marked_at_ingest_and_set_aside_unless_asked(tmp_path: Path) -> None:
     pdf = make_pdf(
         tmp_path / "guide.pdf",
