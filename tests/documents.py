@@ -30,6 +30,7 @@ class Grid:
     widths: list[float]
     size: float = 10.0
     box: bool = False
+    open: bool = False  # rules above, under the header row and below only (no vertical rules)
     white: tuple[int, int] | None = None  # a cell (row, column) drawn in white: hidden text
 
 
@@ -99,10 +100,10 @@ def _grid(pdf: object, page: object, grid: Grid, top: float) -> float:
             for n, text in enumerate(cell.split("\n")):
                 line = Line(text, grid.size, white=white)
                 _text(pdf, page, line, x + 4, y - 3 - grid.size - n * pitch)
-        if not grid.box:
+        if not grid.box and (not grid.open or r < 2):
             _rule(page, left, y, right, y)
         y -= height
-    for x in [left, right] if grid.box else edges:
+    for x in [] if grid.open else [left, right] if grid.box else edges:
         _rule(page, x, top, x, y)
     _rule(page, left, y, right, y)
     if grid.box:

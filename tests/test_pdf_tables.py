@@ -63,6 +63,30 @@ def test_a_ruled_table_comes_out_as_rows_under_its_caption_and_header(tmp_path: 
     )
 
 
+def test_a_table_with_horizontal_rules_only_is_read_by_its_column_gaps(tmp_path: Path) -> None:
+    note = "Note: a fee charged in error is refunded within 5 working days of a complaint."
+    path = make_pdf(
+        tmp_path / "open.pdf",
+        [
+            [
+                Line("Fees", 16),
+                Line("Accounts are charged a fee at the start of each month."),
+                Grid(FEES, [170, 100, 120], open=True),
+                Line("Fees are waived in the month an account is opened."),
+                Grid([[note], ["Complaints go to the branch manager first."]], [390], open=True),
+            ]
+        ],
+    )
+    blocks = read_pdf(path).blocks
+    assert [b.text for b in blocks if b.kind == "table_row"] == [
+        HEADER,
+        "Everyday account | RM 5 | RM 1,000",
+        "Student account for people in full-time study | RM 0 | RM 300",  # wrapped, one row
+        "Business account | RM 25 | RM 20,000",
+    ]
+    assert [b.kind for b in blocks if b.text.startswith("Note:")] == ["paragraph"]  # 1 column
+
+
 def test_a_table_continued_on_the_next_page_keeps_one_header_and_each_page(
     tmp_path: Path,
 ) -> None:

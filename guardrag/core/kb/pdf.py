@@ -104,7 +104,7 @@ def _page_lines(pdf: Any, number: int, path: Path, document: Document) -> list[_
         return []
     lines: list[_Line] = []
     hidden: list[str] = []
-    tables = find_tables(page)
+    tables = find_tables(page, textpage.raw)
     start = 0
     for end in [*(i for i, ch in enumerate(text) if ch == "\n"), len(text)]:
         visible, size = _visible(
