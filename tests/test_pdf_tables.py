@@ -58,8 +58,9 @@ def test_a_ruled_table_comes_out_as_rows_under_its_caption_and_header(tmp_path: 
     assert "Accounts are charged" not in table.text and "waived" not in table.text
     boxed = next(e for e in entries if "Note: fees change" in e.text)
     assert " | " not in boxed.text  # a frame around a paragraph is not a table
-    assert answer_units(table.text)[2] == f"{HEADER}\nStudent account for people in " + (
-        "full-time study | RM 0 | RM 300"
+    assert answer_units(table.text)[1] == (
+        f"Table 2 Monthly fees by account\n{HEADER}\n"
+        "Student account for people in full-time study | RM 0 | RM 300"
     )
 
 
@@ -143,7 +144,8 @@ def test_a_question_about_one_row_is_answered_with_that_row(
     steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
     assert result.route == "quoted", steps
     assert result.answer == (
-        f"{HEADER}\nStudent account for people in full-time study | RM 0 | RM 300"
+        f"Table 2 Monthly fees by account\n{HEADER}\n"
+        "Student account for people in full-time study | RM 0 | RM 300"
     )
     assert [c.label for c in result.citations] == ["Account fees guide p.2"]
     right = "A student account has an overdraft limit of RM 300 [1]."

@@ -43,6 +43,19 @@ def test_a_table_row_is_quoted_under_its_header_row() -> None:
     ]
 
 
+def test_a_table_s_caption_heads_each_row_and_is_no_unit_alone() -> None:
+    caption = "Table 3 Review intervals by risk"
+    units = answer_units(f"Reviews follow the table.\n{caption}\nRisk | Review\nLow | Yearly\n")
+    assert units == ["Reviews follow the table.", f"{caption}\nRisk | Review\nLow | Yearly"]
+    listed = answer_units(
+        "Refer people if they:\n- are over 60\n- smoke\nRisk | Review\nLow | Yearly"
+    )
+    assert listed == [
+        "Refer people if they:\n- are over 60\n- smoke",
+        "Risk | Review\nLow | Yearly",
+    ]
+
+
 def test_the_row_asked_about_is_quoted_alone(embedder: OnnxEmbedder) -> None:
     quote = best_quote("What should happen for someone with hoarseness?", TABLE, embedder)
     assert quote is not None and quote.units == (1,)

@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guardrag.core.kb.asides import OPENING, aside_of
-from guardrag.core.kb.blocks import Block, Document
+from guardrag.core.kb.blocks import Block, Document, is_caption
 from guardrag.core.kb.chunking import CHUNK_WORDS, chunk_sentences
 from guardrag.core.kb.entries import Entry
 
 _NUMBERED = re.compile(r"^\d+(?:\.\d+)+\s")
-#: Words of a table's caption at most.
-_CAPTION_WORDS = 25
 
 
 @dataclass
@@ -120,11 +118,7 @@ def _add(section: _Section, block: Block) -> None:
 
 def _caption(unit: _Unit) -> bool:
     """A short paragraph with no sentence end just before a table is its caption."""
-    return (
-        unit.kind == "paragraph"
-        and len(unit.lead.split()) <= _CAPTION_WORDS
-        and not unit.lead.rstrip().endswith((".", "!", "?"))
-    )
+    return unit.kind == "paragraph" and is_caption(unit.lead)
 
 
 def _render(lead: str, items: list[str], table: bool) -> str:
