@@ -56,6 +56,14 @@ def test_a_table_s_caption_heads_each_row_and_is_no_unit_alone() -> None:
     ]
 
 
+def test_a_row_without_the_question_s_terms_is_not_quoted(embedder: OnnxEmbedder) -> None:
+    table = "Age (years) | Threshold\nBelow 40 | Use judgement\n60 to 69 | More than 4.5\n"
+    quote = best_quote("What threshold for a man aged 65?", table, embedder)
+    assert quote is not None  # the embedder cannot tell 65 is in "60 to 69": no row to serve
+    problem = quote_problem(quote, 1.0, 0.3, 0.7)
+    assert problem is not None and "told from the other rows" in problem
+
+
 def test_the_row_asked_about_is_quoted_alone(embedder: OnnxEmbedder) -> None:
     quote = best_quote("What should happen for someone with hoarseness?", TABLE, embedder)
     assert quote is not None and quote.units == (1,)

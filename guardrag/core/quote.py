@@ -89,7 +89,9 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     context = f"{heading}: " if heading else ""
     vectors = encoder.embed([question, *(context + u for u in units)])
     similarity = vectors[1:] @ vectors[0]
-    covered = np.array([coverage(question, u) for u in units])
+    # a table row is told from the other rows by its own cells, not the caption and header
+    # every row shares
+    covered = np.array([coverage(question, u.splitlines()[-1] if CELL in u else u) for u in units])
     score = similarity + 0.25 * covered
     best = int(np.argmax(score))
     chosen = {best}
@@ -113,6 +115,11 @@ def quote_problem(
     longest = max((len(words) for words in lines), default=0)
     if longest > QUOTE_LINE_WORDS:
         return f"no sentence to quote: a line of {longest} words > {QUOTE_LINE_WORDS}"
+    if CELL in quote.text and quote.coverage < min_coverage:
+        return (
+            f"the table row holds too few of the question's terms to be told from the other "
+            f"rows: coverage {quote.coverage:.2f} < {min_coverage}"
+        )
     total = sum(len(words) for words in lines)
     if total > QUOTE_MAX_WORDS:
         return f"quote of {total} words > {QUOTE_MAX_WORDS}"
