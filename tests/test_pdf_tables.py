@@ -153,32 +153,3 @@ def test_a_question_about_one_row_is_answered_with_that_row(
         result = bot.ask("What is the overdraft limit on a student account?", "fees")
     assert result.route == "generated" and "RM 300" in result.answer, result.trail
     assert result.citations[0].label == "Account fees guide p.2"
-
-
-def test_a_table_restating_numbered_paragraphs_is_set_aside(tmp_path: Path) -> None:
-    path = make_pdf(
-        tmp_path / "guide.pdf",
-        [
-            [
-                Line("Referral guide", 22),
-                Line("Published by the example clinic in 2024."),
-                Line("Recommendations", 16),
-                Line("2.1 Refer people with a hoarse voice for 3 weeks to the ENT clinic."),
-                Line("2.2 Offer a chest X-ray to people with a cough for 3 weeks."),
-                Line("By symptom", 16),
-                Grid(
-                    [
-                        ["Symptom", "Action"],
-                        ["Hoarse voice, 3 weeks", "Refer to the ENT clinic [2.1]"],
-                        ["Cough, 3 weeks", "Offer a chest X-ray [2.2]"],
-                    ],
-                    [170, 220],
-                ),
-                Line("Fees", 16),
-                Grid([["Clinic", "Fee"], ["ENT clinic", "RM 40 [2.9]"]], [170, 220]),
-            ]
-        ],
-    )
-    entries, _ = load_entries([path])
-    asides = {e.section: e.aside for e in entries if e.section}
-    assert asides == {"Recommendations": None, "By symptom": "restated", "Fees": None}

@@ -21,10 +21,6 @@ from collections.abc import Sequence
 
 #: The opening of a document that has sections: its title page and front matter.
 OPENING = "opening"
-#: A table whose every row names a numbered paragraph of the same document ("[1.4.1]"): a
-#: restatement (a guideline's "recommendations organised by symptom"); the paragraph it names
-#: is the answer to cite, so the restating rows are always set aside.
-RESTATED = "restated"
 #: Heading patterns of each kind of aside (matched against every heading of a chunk's path).
 _HEADINGS: dict[str, re.Pattern[str]] = {
     "research": re.compile(

@@ -23,15 +23,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guardrag.core.kb.asides import OPENING, RESTATED, aside_of
+from guardrag.core.kb.asides import OPENING, aside_of
 from guardrag.core.kb.blocks import Block, Document, is_caption
 from guardrag.core.kb.chunking import CHUNK_WORDS, chunk_sentences
 from guardrag.core.kb.entries import Entry
 
 _NUMBERED = re.compile(r"^\d+(?:\.\d+)+\s")
-_NUMBER = re.compile(r"^(\d+(?:\.\d+)+)\s")
-#: A numbered paragraph named in brackets: "[1.4.1]", "[1.2.1] [1.2.7]".
-_REFERENCE = re.compile(r"\[\s*(\d+(?:\.\d+)+)\s*\]")
 
 
 @dataclass
@@ -186,15 +183,6 @@ def _raw_section_chunks(section: _Section, max_words: int) -> Iterator[tuple[str
         yield from ((c, prose_page) for c in chunk_sentences(" ".join(prose), max_words))
 
 
-def _restates(text: str, numbers: set[str]) -> bool:
-    """A table chunk every row of which names a numbered paragraph of the document ("... |
-    Consider a suspected cancer pathway referral [1.4.1]") restates those paragraphs."""
-    rows = [line for line in text.splitlines() if " | " in line][1:]  # under the header row
-    return bool(rows) and all(
-        any(ref in numbers for ref in _REFERENCE.findall(row)) for row in rows
-    )
-
-
 def document_chunks(
     document: Document, max_words: int = CHUNK_WORDS, location: str = "page"
 ) -> Iterator[Entry]:
@@ -205,12 +193,6 @@ def document_chunks(
     title = document.title or path.stem
     sections = _sections(document)
     sectioned = any(s.path for s in sections)
-    numbers = {
-        m.group(1)
-        for s in sections
-        for u in s.units
-        if u.kind == "numbered" and (m := _NUMBER.match(u.lead))
-    }
     for section in sections:
         heading = " > ".join(section.path)
         aside = aside_of(section.path) if section.path else (OPENING if sectioned else None)
@@ -236,5 +218,5 @@ def document_chunks(
                 section=heading or None,
                 label=label,
                 preamble=not section.path,
-                aside=aside or (RESTATED if _restates(text, numbers) else None),
+                aside=aside,
             )
