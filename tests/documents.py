@@ -5,6 +5,7 @@ file written with python-docx, and a saved web page."""
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +21,22 @@ class Line:
     x: float = 72.0
 
 
-def make_pdf(path: Path, pages: list[list[Line]]) -> Path:
-    """A PDF of `pages`, each a list of lines top to bottom; an empty list is a blank page."""
+@dataclass(frozen=True)
+class Grid:
+    """A table drawn with rules: rows of cells (a cell's lines split by "\\n"), column widths
+    in points; `box` draws only the outer frame (a boxed paragraph, not a table)."""
+
+    rows: list[list[str]]
+    widths: list[float]
+    size: float = 10.0
+    box: bool = False
+    open: bool = False  # rules above, under the header row and below only (no vertical rules)
+    white: tuple[int, int] | None = None  # a cell (row, column) drawn in white: hidden text
+
+
+def make_pdf(path: Path, pages: Sequence[Sequence[Line | Grid]]) -> Path:
+    """A PDF of `pages`, each a list of lines (or ruled tables) top to bottom; an empty list is
+    a blank page."""
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
 
@@ -30,17 +45,11 @@ def make_pdf(path: Path, pages: list[list[Line]]) -> Path:
         page = pdf.new_page(612, 792)
         y = 740.0
         for line in lines:
-            obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", ctypes.c_float(line.size))
-            encoded = (line.text + "\0").encode("utf-16-le")
-            buffer = ctypes.create_string_buffer(encoded, len(encoded))
-            raw.FPDFText_SetText(obj, ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ushort)))
-            raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, line.x, y)
-            colour = 255 if line.white else 0
-            raw.FPDFPageObj_SetFillColor(obj, colour, colour, colour, 255)
-            if line.invisible:
-                raw.FPDFTextObj_SetTextRenderMode(obj, 3)
-            raw.FPDFPage_InsertObject(page.raw, obj)
-            y -= line.size * 1.6
+            if isinstance(line, Grid):
+                y = _grid(pdf, page, line, y)
+            else:
+                _text(pdf, page, line, line.x, y)
+                y -= line.size * 1.6
             if y < 60:
                 raise ValueError("too many lines for one page")
         raw.FPDFPage_GenerateContent(page.raw)
@@ -48,6 +57,58 @@ def make_pdf(path: Path, pages: list[list[Line]]) -> Path:
     pdf.save(str(path))
     pdf.close()
     return path
+
+
+def _text(pdf: object, page: object, line: Line, x: float, y: float) -> None:
+    import pypdfium2.raw as raw
+
+    obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", ctypes.c_float(line.size))  # type: ignore[attr-defined]
+    encoded = (line.text + "\0").encode("utf-16-le")
+    buffer = ctypes.create_string_buffer(encoded, len(encoded))
+    raw.FPDFText_SetText(obj, ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ushort)))
+    raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, y)
+    colour = 255 if line.white else 0
+    raw.FPDFPageObj_SetFillColor(obj, colour, colour, colour, 255)
+    if line.invisible:
+        raw.FPDFTextObj_SetTextRenderMode(obj, 3)
+    raw.FPDFPage_InsertObject(page.raw, obj)  # type: ignore[attr-defined]
+
+
+def _rule(page: object, x0: float, y0: float, x1: float, y1: float) -> None:
+    import pypdfium2.raw as raw
+
+    obj = raw.FPDFPageObj_CreateNewPath(x0, y0)
+    raw.FPDFPath_LineTo(obj, x1, y1)
+    raw.FPDFPageObj_SetStrokeColor(obj, 0, 0, 0, 255)
+    raw.FPDFPageObj_SetStrokeWidth(obj, ctypes.c_float(0.75))
+    raw.FPDFPath_SetDrawMode(obj, 0, 1)
+    raw.FPDFPage_InsertObject(page.raw, obj)  # type: ignore[attr-defined]
+
+
+def _grid(pdf: object, page: object, grid: Grid, top: float) -> float:
+    """Draws `grid` with its top at `top`; returns the y below it."""
+    pitch = grid.size * 1.3
+    left, right = 72.0, 72.0 + sum(grid.widths)
+    edges = [left]
+    for width in grid.widths:
+        edges.append(edges[-1] + width)
+    y = top
+    for r, row in enumerate(grid.rows):
+        height = max(len(cell.split("\n")) for cell in row) * pitch + 6
+        for c, (x, cell) in enumerate(zip(edges, row, strict=False)):
+            white = grid.white == (r, c)
+            for n, text in enumerate(cell.split("\n")):
+                line = Line(text, grid.size, white=white)
+                _text(pdf, page, line, x + 4, y - 3 - grid.size - n * pitch)
+        if not grid.box and (not grid.open or r < 2):
+            _rule(page, left, y, right, y)
+        y -= height
+    for x in [] if grid.open else [left, right] if grid.box else edges:
+        _rule(page, x, top, x, y)
+    _rule(page, left, y, right, y)
+    if grid.box:
+        _rule(page, left, top, right, top)
+    return y - grid.size * 1.6
 
 
 #: Wordings the long report rotates through, so no line but its headings repeats on every page.

@@ -43,6 +43,27 @@ def test_a_table_row_is_quoted_under_its_header_row() -> None:
     ]
 
 
+def test_a_table_s_caption_heads_each_row_and_is_no_unit_alone() -> None:
+    caption = "Table 3 Review intervals by risk"
+    units = answer_units(f"Reviews follow the table.\n{caption}\nRisk | Review\nLow | Yearly\n")
+    assert units == ["Reviews follow the table.", f"{caption}\nRisk | Review\nLow | Yearly"]
+    listed = answer_units(
+        "Refer people if they:\n- are over 60\n- smoke\nRisk | Review\nLow | Yearly"
+    )
+    assert listed == [
+        "Refer people if they:\n- are over 60\n- smoke",
+        "Risk | Review\nLow | Yearly",
+    ]
+
+
+def test_a_row_without_the_question_s_terms_is_not_quoted(embedder: OnnxEmbedder) -> None:
+    table = "Age (years) | Threshold\nBelow 40 | Use judgement\n60 to 69 | More than 4.5\n"
+    quote = best_quote("What threshold for a man aged 65?", table, embedder)
+    assert quote is not None  # the embedder cannot tell 65 is in "60 to 69": no row to serve
+    problem = quote_problem(quote, 1.0, 0.3, 0.7)
+    assert problem is not None and "told from the other rows" in problem
+
+
 def test_the_row_asked_about_is_quoted_alone(embedder: OnnxEmbedder) -> None:
     quote = best_quote("What should happen for someone with hoarseness?", TABLE, embedder)
     assert quote is not None and quote.units == (1,)
@@ -159,6 +180,15 @@ def test_research_and_update_headings_are_asides() -> None:
     assert asked_about("What changed in the last update?", "changes")
     assert not asked_about("Does it recommend genetic testing?", "research")
     assert not asked_about("Who wrote it?", "opening")
+
+
+def test_publisher_notices_and_contents_are_not_answers() -> None:
+    assert aside_of(["Your responsibility"]) == "notice" and aside_of(["Disclaimer"]) == "notice"
+    assert aside_of(["Contents"]) == "opening" and aside_of(["Table of contents"]) == "opening"
+    assert aside_of(["Responsibilities of the referring GP"]) is None  # a real section
+    assert aside_of(["Referral", "Contents of the referral letter"]) is None
+    assert asked_about("Is it mandatory to apply the recommendations?", "notice")
+    assert not asked_about("When should I refer a breast lump?", "notice")
 
 
 def test_asides_are_marked_at_ingest_and_set_aside_unless_asked(tmp_path: Path) -> None:
@@ -306,7 +336,9 @@ def test_ng12_research_and_update_sections_are_asides_and_no_recommendation_is()
     pdf = shared("docs", "ng12", "NG12_suspected_cancer_recognition_and_referral.pdf")
     entries, _ = load_entries([pdf])
     asides = [e.aside for e in entries]
-    assert asides.count("opening") == 1 and asides.count("research") >= 5
-    assert asides.count("changes") >= 3
+    assert asides.count("opening") == 2 and asides.count("research") >= 5  # title page, contents
+    assert asides.count("changes") >= 3 and asides.count("notice") >= 1
+    tables = [e for e in entries if e.text.count(" | ") >= 2 and e.page == 20]
+    assert tables and all(e.aside is None for e in tables)  # the PSA table is read as rows
     numbered = [e for e in entries if re.match(r"1\.\d+\.\d+ ", e.text)]
     assert numbered and not any(e.aside for e in numbered)

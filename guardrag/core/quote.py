@@ -3,9 +3,9 @@ document's own words, so that no model has to write (and cannot invent a figure)
 
 A passage is cut into answer units: a sentence, a lead-in that ends with a colon together
 with the list items that complete it ("Refer people ... if they: - are aged 40 and over ..."),
-or a table row under its header row. Each unit is scored against the question by the embedder
-and by the question's words it holds; the best unit is quoted, with its neighbour when that
-scores nearly as well.
+or a table row under its header row and the table's caption (a caption alone answers
+nothing). Each unit is scored against the question by the embedder and by the question's
+words it holds; the best unit is quoted, with its neighbour when that scores nearly as well.
 
 A quote is served only when it could stand as an answer on its own (`quote_problem`): no line
 longer than a sentence runs (a table flattened into one line by a PDF has no sentence to cut
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guardrag.core.embedder import Encoder
+from guardrag.core.kb.blocks import is_caption
 from guardrag.core.text import coverage
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[•])")
@@ -50,22 +51,24 @@ class Quote:
 
 def answer_units(text: str) -> list[str]:
     """The passage as sentences, each colon lead-in joined with the list items after it, and
-    each table row under its table's header row."""
+    each table row under its table's caption and header row."""
     units: list[str] = []
     open_list = False
-    header = ""  # the header row of the table being read
+    header = ""  # the header row of the table being read (under its caption)
+    caption = False  # the last unit is a line that could be the caption of a table below it
     for line in (line.strip() for line in text.splitlines()):
         if not line:
-            open_list, header = False, ""
+            open_list, header, caption = False, "", False
             continue
         if CELL in line:  # a table row: the first is the header, the others quoted under it
             if header:
                 units.append(f"{header}\n{line}")
             else:
-                header = line
-            open_list = False
+                header = f"{units.pop()}\n{line}" if caption else line
+            open_list = caption = False
             continue
         header = ""
+        caption = is_caption(line) and not _ITEM.match(line)
         if _ITEM.match(line) and units and open_list:
             units[-1] = f"{units[-1]}\n{line}"
             continue
@@ -86,7 +89,9 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     context = f"{heading}: " if heading else ""
     vectors = encoder.embed([question, *(context + u for u in units)])
     similarity = vectors[1:] @ vectors[0]
-    covered = np.array([coverage(question, u) for u in units])
+    # a table row is told from the other rows by its own cells, not the caption and header
+    # every row shares
+    covered = np.array([coverage(question, u.splitlines()[-1] if CELL in u else u) for u in units])
     score = similarity + 0.25 * covered
     best = int(np.argmax(score))
     chosen = {best}
@@ -110,6 +115,11 @@ def quote_problem(
     longest = max((len(words) for words in lines), default=0)
     if longest > QUOTE_LINE_WORDS:
         return f"no sentence to quote: a line of {longest} words > {QUOTE_LINE_WORDS}"
+    if CELL in quote.text and quote.coverage < min_coverage:
+        return (
+            f"the table row holds too few of the question's terms to be told from the other "
+            f"rows: coverage {quote.coverage:.2f} < {min_coverage}"
+        )
     total = sum(len(words) for words in lines)
     if total > QUOTE_MAX_WORDS:
         return f"quote of {total} words > {QUOTE_MAX_WORDS}"

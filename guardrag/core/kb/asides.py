@@ -6,8 +6,12 @@ A guideline's "Recommendations for research" asks questions the guideline does n
 what to do; either, served to "Does the guideline recommend X?", reads as a recommendation it
 never made. A chunk under such a heading is marked at ingest with its kind of aside; retrieval
 leaves it out unless the question asks about that kind ("What research does it call for?",
-"What changed in the last update?"). The document's opening (title page, publication details,
-the text before its first section) is marked too, and is never quoted as an answer.
+"What changed in the last update?"). A publisher's notice about using the document ("Your
+responsibility", "Disclaimer", "Notice of rights") says how to read it, not what it says, and is
+set aside the same way unless the question asks about obligations, liability or rights. The
+document's opening (title page, publication details, the text before its first section, and a
+"Contents" section: its leader lines are dropped by the reader, the front matter after them
+stays) is marked too, and is never quoted as an answer.
 """
 
 from __future__ import annotations
@@ -32,7 +36,14 @@ _HEADINGS: dict[str, re.Pattern[str]] = {
         r"summary\s+of\s+changes)\b",
         re.IGNORECASE,
     ),
+    "notice": re.compile(
+        r"^\s*(?:your\s+responsibilit(?:y|ies)|disclaimers?|legal\s+notices?|notice\s+of\s+"
+        r"rights|copyright(?:\s+notice)?|acknowledge?ments?)\s*$",
+        re.IGNORECASE,
+    ),
 }
+#: A section heading of front matter: marked as the document's opening.
+_FRONT = re.compile(r"^\s*(?:table\s+of\s+)?contents\s*$", re.IGNORECASE)
 #: Words of a question that asks about that kind of aside.
 _ASKED: dict[str, re.Pattern[str]] = {
     "research": re.compile(
@@ -43,11 +54,19 @@ _ASKED: dict[str, re.Pattern[str]] = {
         r"replaced|withdrawn)\b",
         re.IGNORECASE,
     ),
+    "notice": re.compile(
+        r"\b(?:responsib\w*|mandatory|obligat\w*|disclaim\w*|liab\w*|copyright|legal\w*|"
+        r"rights?|permission|reproduc\w*|acknowledg\w*|override)\b",
+        re.IGNORECASE,
+    ),
 }
 
 
 def aside_of(path: Sequence[str]) -> str | None:
-    """The kind of aside a chunk under this heading path is ("research", "changes"), or None."""
+    """The kind of aside a chunk under this heading path is ("research", "changes", "notice",
+    the "opening" for a contents section), or None."""
+    if path and _FRONT.match(path[0]):
+        return OPENING
     for kind, pattern in _HEADINGS.items():
         if any(pattern.search(heading) for heading in path):
             return kind

@@ -60,6 +60,16 @@ class Document:
         return match.group(1) if match else self.title
 
 
+#: Words of a table's caption at most.
+CAPTION_WORDS = 25
+
+
+def is_caption(text: str) -> bool:
+    """A line that can caption the table right below it: short, with no sentence end
+    ("Table 1 Age-specific PSA thresholds ...", "Vulval symptoms")."""
+    return len(text.split()) <= CAPTION_WORDS and not text.rstrip().endswith((".", "!", "?"))
+
+
 def clean(text: str) -> str:
     """Whitespace folded to single spaces (readers hand over line-broken text)."""
     return " ".join(text.split())

@@ -24,6 +24,7 @@ from typing import Any
 
 from guardrag.core.kb.blocks import Block, Document, Dropped, clean
 from guardrag.core.kb.entries import IngestError
+from guardrag.core.kb.pdf_tables import Table, find_tables
 
 _BULLET = re.compile(r"^\s*(?:[•▪◦●○‣⁃∙·*\-–—－]|\(?[a-z]\)|\d{1,2}[.)](?!\d))\s+")
 _NUMBERED = re.compile(r"^\s*\d+(?:\.\d+)+\s+\S")
@@ -47,6 +48,7 @@ class _Line:
     size: float
     page: int
     edge: bool = False  # among the first or last lines of its page
+    row: bool = False  # a table row, its cells joined by " | "
 
 
 def read_pdf(path: Path) -> Document:
@@ -102,12 +104,19 @@ def _page_lines(pdf: Any, number: int, path: Path, document: Document) -> list[_
         return []
     lines: list[_Line] = []
     hidden: list[str] = []
+    tables = find_tables(page, textpage.raw)
     start = 0
     for end in [*(i for i, ch in enumerate(text) if ch == "\n"), len(text)]:
-        visible, size = _visible(textpage.raw, text, start, end, (width, height), hidden)
+        visible, size = _visible(
+            textpage.raw, text, (start, end), (width, height), hidden, (tables, len(lines))
+        )
         if visible.strip():
             lines.append(_Line(visible.strip(), size, number))
         start = end + 1
+    for table in sorted(tables, key=lambda t: -1 if t.anchor is None else t.anchor, reverse=True):
+        if table.anchor is not None:
+            rows = [_Line(row, 0.0, number, row=True) for row in table.lines()]
+            lines[table.anchor : table.anchor] = rows
     for line in lines[:_EDGE_LINES] + lines[-_EDGE_LINES:]:
         line.edge = True
     if hidden:
@@ -122,12 +131,14 @@ def _page_lines(pdf: Any, number: int, path: Path, document: Document) -> list[_
 def _visible(
     textpage: Any,
     text: str,
-    start: int,
-    end: int,
+    span: tuple[int, int],
     size_of_page: tuple[float, float],
     hidden: list[str],
+    tables: tuple[list[Table], int],
 ) -> tuple[str, float]:
-    """The characters of text[start:end] a reader can see, and the line's largest font size."""
+    """The characters of text[start:end] a reader can see, and the line's largest font size.
+    A visible character inside a table's cell goes to that cell instead (with the spaces after
+    it); a table first written to gets the number of the line being read as its anchor."""
     import pypdfium2.raw as raw  # lazy: see read_pdf
 
     r, g, b, a = (ctypes.c_uint() for _ in range(4))
@@ -135,11 +146,15 @@ def _visible(
     kept: list[str] = []
     gone: list[str] = []
     largest = 0.0
-    for index in range(start, end):
+    into: tuple[Table, tuple[int, int]] | None = None  # the cell the last character went to
+    for index in range(*span):
         char = text[index]
         if char.isspace():
-            kept.append(" ")
             gone.append(" ")
+            if into is not None:
+                into[0].add(into[1], " ")
+            else:
+                kept.append(" ")
             continue
         points = raw.FPDFText_GetFontSize(textpage, index)
         raw.FPDFText_GetFillColor(textpage, index, r, g, b, a)
@@ -156,11 +171,30 @@ def _visible(
         if white or invisible or outside or points < _MIN_POINTS:
             gone.append(char)
             continue
+        into = _cell(tables, (left.value + right.value) / 2, (bottom.value + top.value) / 2)
+        if into is not None:
+            into[0].add(into[1], char, bottom.value, points)
+            continue
         largest = max(largest, points)
         kept.append(char)
+    if into is not None:
+        into[0].add(into[1], " ")
     if "".join(gone).strip():
         hidden.append("".join(gone))
     return "".join(kept), largest
+
+
+def _cell(
+    tables: tuple[list[Table], int], x: float, y: float
+) -> tuple[Table, tuple[int, int]] | None:
+    """The table and cell a point falls in; the table's anchor set to the current line."""
+    for table in tables[0]:
+        cell = table.cell_at(x, y)
+        if cell is not None:
+            if table.anchor is None:
+                table.anchor = tables[1]
+            return table, cell
+    return None
 
 
 def _without_running_lines(lines: list[_Line], pages: int) -> list[_Line]:
@@ -169,7 +203,7 @@ def _without_running_lines(lines: list[_Line], pages: int) -> list[_Line]:
     if pages >= 3:
         per_page: dict[str, set[int]] = {}
         headings = _heading_levels(lines)
-        edges = (ln for ln in lines if ln.edge and round(ln.size, 1) not in headings)
+        edges = (ln for ln in lines if ln.edge and not ln.row and round(ln.size, 1) not in headings)
         for line in edges:
             per_page.setdefault(_DIGITS.sub("#", line.text), set()).add(line.page)
         seen = Counter({key: len(found) for key, found in per_page.items()})
@@ -179,6 +213,7 @@ def _without_running_lines(lines: list[_Line], pages: int) -> list[_Line]:
             for ln in lines
             if not (
                 ln.edge
+                and not ln.row
                 and round(ln.size, 1) not in headings
                 and _DIGITS.sub("#", ln.text) in running
             )
@@ -190,7 +225,8 @@ def _heading_levels(lines: list[_Line]) -> dict[float, int]:
     """Font sizes larger than the body's, largest first, as heading levels 1, 2, ..."""
     weights = Counter[float]()
     for line in lines:
-        weights[round(line.size, 1)] += len(line.text)
+        if not line.row:
+            weights[round(line.size, 1)] += len(line.text)
     if not weights:
         return {}
     body = weights.most_common(1)[0][0]
@@ -211,7 +247,11 @@ def _blocks(lines: list[_Line], path: Path) -> list[Block]:
 
     for line in lines:
         level = levels.get(round(line.size, 1), 0)
-        if level and len(line.text.split()) <= 20:
+        if line.row:
+            flush()
+            current = None
+            blocks.append(Block("table_row", line.text, 0, line.page, f"{path}:{line.page}"))
+        elif level and len(line.text.split()) <= 20:
             if (
                 current
                 and current[0] == "heading"

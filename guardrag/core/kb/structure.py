@@ -3,7 +3,8 @@
 Headings set a chunk's section path; a numbered recommendation ("1.3.4 Refer people ...")
 starts its own chunk; a list stays with the sentence that leads into it ("... if they:"),
 and a list too long for one chunk is split with that lead-in repeated at the head of every
-piece; table rows are grouped with the table's first row repeated as their header. Other
+piece; table rows are grouped with the table's first row repeated as their header (under the
+table's caption: a short line with no sentence end just before it). Other
 paragraphs are packed by sentence as the Markdown chunker does.
 
 Chunk ids are the file's stem, the section's slug and the chunk's number in the section; a
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guardrag.core.kb.asides import OPENING, aside_of
-from guardrag.core.kb.blocks import Block, Document
+from guardrag.core.kb.blocks import Block, Document, is_caption
 from guardrag.core.kb.chunking import CHUNK_WORDS, chunk_sentences
 from guardrag.core.kb.entries import Entry
 
@@ -38,7 +39,11 @@ class _Unit:
     lead: str
     items: list[str] = field(default_factory=list)
     page: int | None = None
-    last_page: int | None = None
+    pages: list[int | None] = field(default_factory=list)  # each item's page
+
+    def item(self, text: str, page: int | None) -> None:
+        self.items.append(text)
+        self.pages.append(page)
 
     def words(self) -> int:
         return len(self.lead.split()) + sum(len(i.split()) for i in self.items)
@@ -94,18 +99,26 @@ def _add(section: _Section, block: Block) -> None:
     last = section.units[-1] if section.units else None
     if block.kind == "list_item" and last is not None and last.kind != "table":
         last.kind = "list" if last.kind == "paragraph" else last.kind
-        last.items.append(block.text)
+        last.item(block.text, block.page)
     elif block.kind == "table_row" and last is not None and last.kind == "table":
-        last.items.append(block.text)
+        if block.text != last.lead.splitlines()[-1]:  # a header repeated on the next page
+            last.item(block.text, block.page)
+    elif block.kind == "table_row" and last is not None and _caption(last):
+        last.kind, last.lead = "table", f"{last.lead}\n{block.text}"  # the caption over the header
     else:
         kind = {"table_row": "table", "list_item": "list"}.get(block.kind, "paragraph")
         if kind == "paragraph" and _NUMBERED.match(block.text):
             kind = "numbered"
         lead = "" if kind == "list" else block.text
-        unit = _Unit(kind, lead, [block.text] if kind == "list" else [], block.page)
+        unit = _Unit(kind, lead, page=block.page)
+        if kind == "list":
+            unit.item(block.text, block.page)
         section.units.append(unit)
-        last = unit
-    last.last_page = block.page
+
+
+def _caption(unit: _Unit) -> bool:
+    """A short paragraph with no sentence end just before a table is its caption."""
+    return unit.kind == "paragraph" and is_caption(unit.lead)
 
 
 def _render(lead: str, items: list[str], table: bool) -> str:
@@ -115,23 +128,27 @@ def _render(lead: str, items: list[str], table: bool) -> str:
     return f"{lead}\n{listed}" if lead and listed else lead or listed
 
 
-def _unit_chunks(unit: _Unit, max_words: int) -> list[str]:
-    """One unit's chunks: whole when it fits; else its items in groups under the lead-in."""
+def _unit_chunks(unit: _Unit, max_words: int) -> list[tuple[str, int | None]]:
+    """One unit's chunks and their pages: whole when it fits; else its items in groups under
+    the lead-in, each group after the first on its first item's page."""
     table = unit.kind == "table"
     if unit.words() <= max_words:
-        return [_render(unit.lead, unit.items, table)]
+        return [(_render(unit.lead, unit.items, table), unit.page)]
     if not unit.items:
-        return chunk_sentences(unit.lead, max_words)
+        return [(c, unit.page) for c in chunk_sentences(unit.lead, max_words)]
     lead = unit.lead if len(unit.lead.split()) <= max_words // 2 else ""
-    chunks = [] if lead else chunk_sentences(unit.lead, max_words)
+    chunks = [] if lead else [(c, unit.page) for c in chunk_sentences(unit.lead, max_words)]
     group: list[str] = []
-    for item in unit.items:
+    page = unit.page
+    for item, item_page in zip(unit.items, unit.pages, strict=True):
         if group and len(lead.split()) + sum(len(i.split()) for i in [*group, item]) > max_words:
-            chunks.append(_render(lead, group, table))
+            chunks.append((_render(lead, group, table), page))
             group = []
+        if not group and chunks:
+            page = item_page
         group.append(item)
     if group:
-        chunks.append(_render(lead, group, table))
+        chunks.append((_render(lead, group, table), page))
     return chunks
 
 
@@ -161,7 +178,7 @@ def _raw_section_chunks(section: _Section, max_words: int) -> Iterator[tuple[str
         if prose:
             yield from ((c, prose_page) for c in chunk_sentences(" ".join(prose), max_words))
             prose = []
-        yield from ((c, unit.page) for c in _unit_chunks(unit, max_words))
+        yield from _unit_chunks(unit, max_words)
     if prose:
         yield from ((c, prose_page) for c in chunk_sentences(" ".join(prose), max_words))
 
