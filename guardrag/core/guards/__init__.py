@@ -8,7 +8,7 @@ and `scan_passage` for instructions hidden in knowledge-base text (indirect inje
 from typing import TYPE_CHECKING, Any
 
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.passages import scan_passage
+from guardrag.core.guards.ingest.passages import scan_passage
 
 if TYPE_CHECKING:
     from guardrag.core.guards.input_guard import InputGuard

@@ -10,10 +10,10 @@ import numpy as np
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.framework import Guard, Validator
-from guardrag.core.guards.learned import SecondReader
-from guardrag.core.guards.normalize import normalize
-from guardrag.core.guards.semantic import SemanticDetector, default_embedder, detector_for
-from guardrag.core.guards.sensitive_data import iter_values, mask_values
+from guardrag.core.guards.input.semantic import SemanticDetector, default_embedder, detector_for
+from guardrag.core.guards.shared.learned import SecondReader
+from guardrag.core.guards.shared.normalize import normalize
+from guardrag.core.guards.shared.sensitive_data import iter_values, mask_values
 from guardrag.core.guards.validators import (
     INPUT_DETECTORS,
     INPUT_VALIDATORS,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from guardrag.core.guards import output_rules
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.framework import Guard
+from guardrag.core.guards.output import unsourced_data as output_rules
 from guardrag.core.guards.validators import (
     OUTPUT_VALIDATORS,
     PROMPTS_KEY,

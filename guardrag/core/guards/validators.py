@@ -20,8 +20,6 @@ from typing import Any
 import numpy as np
 
 from guardrag.contract import RefusalReason
-from guardrag.core.guards import output_rules
-from guardrag.core.guards.credentials import detect_credentials
 from guardrag.core.guards.finding import GuardFinding, finding
 from guardrag.core.guards.framework import (
     FailResult,
@@ -30,15 +28,17 @@ from guardrag.core.guards.framework import (
     Validator,
     register_validator,
 )
-from guardrag.core.guards.harmful import detect_harmful
-from guardrag.core.guards.injection import detect_injection
-from guardrag.core.guards.jailbreak import detect_jailbreak
-from guardrag.core.guards.learned import LearnedInjection
-from guardrag.core.guards.normalize import INVISIBLE, Normalized, normalize
-from guardrag.core.guards.privacy import detect_privacy_request
-from guardrag.core.guards.profanity import detect_profanity
-from guardrag.core.guards.semantic import SemanticDetector, default_embedder, detector_for
-from guardrag.core.guards.sensitive_data import detect_payment_data, detect_personal_data
+from guardrag.core.guards.input.credentials import detect_credentials
+from guardrag.core.guards.input.harmful import detect_harmful
+from guardrag.core.guards.input.injection import detect_injection
+from guardrag.core.guards.input.jailbreak import detect_jailbreak
+from guardrag.core.guards.input.privacy import detect_privacy_request
+from guardrag.core.guards.input.profanity import detect_profanity
+from guardrag.core.guards.input.semantic import SemanticDetector, default_embedder, detector_for
+from guardrag.core.guards.output import unsourced_data as output_rules
+from guardrag.core.guards.shared.learned import LearnedInjection
+from guardrag.core.guards.shared.normalize import INVISIBLE, Normalized, normalize
+from guardrag.core.guards.shared.sensitive_data import detect_payment_data, detect_personal_data
 
 #: metadata key under which InputGuard passes the shared `NormalizedCache`.
 NORMALIZED_KEY = "guardrag_normalized"
@@ -219,7 +219,7 @@ class SemanticIntent(Validator):
 
 @register_validator(name="guardrag/learned_injection", data_type="string")
 class LearnedIntent(Validator):
-    """The learned injection classifier (guards/learned.py): the message and, when it is
+    """The learned injection classifier (guards/shared/learned.py): the message and, when it is
     longer than a sentence, each sentence; shares the semantic detector's vector."""
 
     def _validate(self, value: Any, metadata: dict[str, Any]) -> ValidationResult:

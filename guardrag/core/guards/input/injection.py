@@ -13,9 +13,9 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import Rule, first_rule_finding
-from guardrag.core.guards.steering import RULES as STEERING_RULES
+from guardrag.core.guards.input.steering import RULES as STEERING_RULES
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import Rule, first_rule_finding
 
 _F = re.IGNORECASE
 

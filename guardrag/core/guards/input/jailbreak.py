@@ -14,9 +14,9 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.harmful import harm_core
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import Rule, excerpt, first_rule_finding
+from guardrag.core.guards.input.harmful import harm_core
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import Rule, excerpt, first_rule_finding
 
 _F = re.IGNORECASE
 

@@ -16,9 +16,9 @@ from functools import lru_cache
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.injection import CHAT_TEMPLATE
-from guardrag.core.guards.profanity import find_profanity, mask_word
-from guardrag.core.guards.sensitive_data import Value, digits, iter_values
+from guardrag.core.guards.input.injection import CHAT_TEMPLATE
+from guardrag.core.guards.input.profanity import find_profanity, mask_word
+from guardrag.core.guards.shared.sensitive_data import Value, digits, iter_values
 
 #: Shared word run (with a prompt) long enough to count as leaking it.
 LEAK_NGRAM = 10

@@ -16,8 +16,8 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import (
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import (
     RELATIONS,
     THIRD_PARTY_OBJECT,
     THIRD_PARTY_POSSESSIVE,

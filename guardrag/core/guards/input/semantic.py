@@ -28,9 +28,9 @@ from guardrag.config.exemplars.attacks import ATTACKS, BENIGN
 from guardrag.contract import RefusalReason
 from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.harmful import FICTION_CONTEXT
-from guardrag.core.guards.learned import LearnedInjection, SecondReader, installed_reader
-from guardrag.core.guards.normalize import Normalized
+from guardrag.core.guards.input.harmful import FICTION_CONTEXT
+from guardrag.core.guards.shared.learned import LearnedInjection, SecondReader, installed_reader
+from guardrag.core.guards.shared.normalize import Normalized
 from guardrag.core.shipped_vectors import shipped
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import RELATIONS, THIRD_PARTY_POSSESSIVE, excerpt
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import RELATIONS, THIRD_PARTY_POSSESSIVE, excerpt
 
 _F = re.IGNORECASE
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.spelled import spelled_emails, spelled_phones
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.spelled import spelled_emails, spelled_phones
 
 # Runs of digit groups split by single spaces or dashes; card numbers are looked for among
 # their contiguous sub-runs, so "4111 1111 1111 1111 12/25" still yields the card.

@@ -15,7 +15,7 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.normalize import Normalized
+from guardrag.core.guards.shared.normalize import Normalized
 
 _ENGLISH = (
     r"f+u+c+k+\w*|f\*{3}|f\*+c?k\w*|f\*+\w*k|f\*+(?:ing|in|er|ers|ed)|fck\w*|fcuk\w*|fuk|fukin|fuking|fvck\w*|phuck\w*|"

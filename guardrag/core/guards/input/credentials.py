@@ -15,9 +15,9 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.harmful import has_intent
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import (
+from guardrag.core.guards.input.harmful import has_intent
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import (
     THIRD_PARTY_OBJECT,
     THIRD_PARTY_POSSESSIVE,
     Rule,
