@@ -24,6 +24,7 @@ from guardrag.core.guards.shared.rules import (
     excerpt,
     first_rule_finding,
 )
+from guardrag.core.guards.unit import input_rule
 
 _F = re.IGNORECASE
 
@@ -157,3 +158,8 @@ def detect_credentials(norm: Normalized) -> GuardFinding | None:
                     f"matched {quoted!r} in {label}",
                 )
     return None
+
+
+GUARD = input_rule(
+    "credentials", "Credentials", detect_credentials, (RefusalReason.CREDENTIAL_REQUEST,)
+)

@@ -31,6 +31,7 @@ from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.input.harmful import FICTION_CONTEXT
 from guardrag.core.guards.shared.learned import LearnedInjection, SecondReader, installed_reader
 from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.unit import Call, GuardUnit, SemanticContext
 from guardrag.core.shipped_vectors import shipped
 
 
@@ -238,3 +239,29 @@ def detector_for(
 def default_embedder() -> Embedder:
     """The project's MiniLM, for guards built without an embedder."""
     return load_embedder()
+
+
+def semantic_context(call: Call) -> SemanticContext:
+    """The context InputGuard passed, or (a validator in someone else's Guard) the project's
+    embedder's detector, loaded once per process."""
+    if isinstance(call.semantic, SemanticContext):
+        return call.semantic
+    return SemanticContext(detector_for(default_embedder()))
+
+
+def _check(call: Call) -> GuardFinding | None:
+    context = semantic_context(call)
+    return context.detector.detect(call.norm, context.vector)
+
+
+GUARD = GuardUnit(
+    name="semantic_intent",
+    validator="SemanticIntent",
+    stage="input",
+    cost="model",
+    reasons=tuple(dict.fromkeys(reason for reason, _ in ATTACKS.values())),
+    check=_check,
+    doc="Embedding similarity to attack exemplars (the most expensive check: one MiniLM "
+    "embedding, skipped when InputGuard passes the question's vector). On its own, in "
+    "someone else's Guard, it loads the project's embedder once per process.",
+)

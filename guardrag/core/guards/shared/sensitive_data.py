@@ -13,9 +13,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from guardrag.contract import RefusalReason
-from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.shared.normalize import Normalized
 from guardrag.core.guards.shared.spelled import spelled_emails, spelled_phones
 
 # Runs of digit groups split by single spaces or dashes; card numbers are looked for among
@@ -213,29 +210,3 @@ def mask_values(text: str) -> tuple[str, list[str]]:
     for start, end, kind in reversed(merged):
         text = f"{text[:start]}[{kind}]{text[end:]}"
     return text, [kind for _, _, kind in merged]
-
-
-def detect_payment_data(norm: Normalized) -> GuardFinding | None:
-    """PAYMENT_DATA when a Luhn-valid card number, a CVV value, a valid IBAN or a bank
-    account number is written in the question."""
-    for view in norm.data_views():
-        for value in iter_payment(view):
-            return finding(
-                RefusalReason.PAYMENT_DATA,
-                f"payment.{value.kind}",
-                f"{value.kind} {value.masked} in the question",
-            )
-    return None
-
-
-def detect_personal_data(norm: Normalized) -> GuardFinding | None:
-    """PII when an e-mail, phone number, plausible MyKad NRIC or passport number is written
-    in the question: the bot never needs them and must not log them."""
-    for view in norm.data_views():
-        for value in iter_personal(view):
-            return finding(
-                RefusalReason.PII,
-                f"pii.{value.kind}",
-                f"{value.kind} {value.masked} in the question",
-            )
-    return None
