@@ -157,23 +157,31 @@ def input_rule(
     )
 
 
-def output_rule(
-    name: str,
-    validator: str,
-    check: Callable[[str, Sequence[str], Sequence[str]], GuardFinding | None],
-    doc: str = "",
+def input_model(
+    name: str, validator: str, check: Check, reasons: tuple[RefusalReason, ...], doc: str = ""
 ) -> GuardUnit:
-    """An output guard: `check(answer, sources, prompts)`, refusing with UNSAFE_OUTPUT."""
+    """An input guard that embeds (`call.semantic`): runs after every rule, and only in an
+    InputGuard built with its semantic detector."""
+    return GuardUnit(
+        name=name,
+        validator=validator,
+        stage="input",
+        cost="model",
+        reasons=reasons,
+        check=check,
+        doc=doc,
+    )
 
-    def on_answer(call: Call) -> GuardFinding | None:
-        return check(call.text, call.sources, call.prompts)
 
+def output_rule(name: str, validator: str, check: Check, doc: str = "") -> GuardUnit:
+    """An output guard refusing with UNSAFE_OUTPUT: `check` reads the answer (`call.text`)
+    and, when it needs them, `call.sources` and `call.prompts`."""
     return GuardUnit(
         name=name,
         validator=validator,
         stage="output",
         cost="rule",
         reasons=(RefusalReason.UNSAFE_OUTPUT,),
-        check=on_answer,
+        check=check,
         doc=doc,
     )

@@ -4,22 +4,13 @@ when it is longer than a sentence, each sentence; it shares the semantic detecto
 from __future__ import annotations
 
 from guardrag.contract import RefusalReason
-from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.input.semantic import semantic_context
-from guardrag.core.guards.unit import Call, GuardUnit
+from guardrag.core.guards.input.semantic import context_check
+from guardrag.core.guards.unit import input_model
 
-
-def _check(call: Call) -> GuardFinding | None:
-    context = semantic_context(call)
-    return context.learned.detect(call.norm, context.vector)
-
-
-GUARD = GuardUnit(
-    name="learned_injection",
-    validator="LearnedIntent",
-    stage="input",
-    cost="model",
-    reasons=(RefusalReason.PROMPT_INJECTION,),
-    check=_check,
+GUARD = input_model(
+    "learned_injection",
+    "LearnedIntent",
+    context_check(lambda context: context.learned),
+    (RefusalReason.PROMPT_INJECTION,),
     doc=__doc__ or "",
 )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
 from guardrag.core.guards.input.injection import CHAT_TEMPLATE
@@ -21,9 +19,4 @@ def check_template_tokens(answer: str) -> GuardFinding | None:
     return None
 
 
-def _check(answer: str, sources: Sequence[str], prompts: Sequence[str]) -> GuardFinding | None:
-    del sources, prompts
-    return check_template_tokens(answer)
-
-
-GUARD = output_rule("output_markup", "OutputMarkup", _check)
+GUARD = output_rule("output_markup", "OutputMarkup", lambda call: check_template_tokens(call.text))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
 from guardrag.core.guards.input.profanity import find_profanity, mask_word
@@ -21,9 +19,4 @@ def check_profanity(answer: str) -> GuardFinding | None:
     return None
 
 
-def _check(answer: str, sources: Sequence[str], prompts: Sequence[str]) -> GuardFinding | None:
-    del sources, prompts
-    return check_profanity(answer)
-
-
-GUARD = output_rule("output_profanity", "OutputProfanity", _check)
+GUARD = output_rule("output_profanity", "OutputProfanity", lambda call: check_profanity(call.text))

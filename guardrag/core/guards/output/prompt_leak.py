@@ -55,4 +55,8 @@ def check_prompt_leak(
     return None
 
 
-GUARD = output_rule("output_prompt_leak", "OutputPromptLeak", check_prompt_leak)
+GUARD = output_rule(
+    "output_prompt_leak",
+    "OutputPromptLeak",
+    lambda call: check_prompt_leak(call.text, call.sources, call.prompts),
+)

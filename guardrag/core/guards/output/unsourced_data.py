@@ -14,7 +14,7 @@ from functools import lru_cache
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
 from guardrag.core.guards.shared.sensitive_data import Value, digits, iter_values
-from guardrag.core.guards.unit import output_rule
+from guardrag.core.guards.unit import Call, output_rule
 
 URL = re.compile(r"\bhttps?://[^\s<>\"'`)\]]+|\bwww\.[^\s<>\"'`)\]]+", re.IGNORECASE)
 BARE_DOMAIN = re.compile(
@@ -88,12 +88,11 @@ def check_unsourced_urls(answer: str, sources: Sequence[str]) -> GuardFinding | 
     return None
 
 
-def check_unsourced_data(
-    answer: str, sources: Sequence[str], prompts: Sequence[str]
-) -> GuardFinding | None:
+def check_unsourced_data(call: Call) -> GuardFinding | None:
     """A value, then a link, in the answer that no source contains."""
-    del prompts
-    return check_unsourced_values(answer, sources) or check_unsourced_urls(answer, sources)
+    return check_unsourced_values(call.text, call.sources) or check_unsourced_urls(
+        call.text, call.sources
+    )
 
 
 GUARD = output_rule(

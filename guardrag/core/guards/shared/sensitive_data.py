@@ -10,9 +10,10 @@ names the kind and a masked tail, never the value itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from guardrag.core.guards.shared.normalize import Normalized
 from guardrag.core.guards.shared.spelled import spelled_emails, spelled_phones
 
 # Runs of digit groups split by single spaces or dashes; card numbers are looked for among
@@ -210,3 +211,11 @@ def mask_values(text: str) -> tuple[str, list[str]]:
     for start, end, kind in reversed(merged):
         text = f"{text[:start]}[{kind}]{text[end:]}"
     return text, [kind for _, _, kind in merged]
+
+
+def first_value(norm: Normalized, find: Callable[[str], Iterator[Value]]) -> Value | None:
+    """The first value `find` yields in the question's data views (original, then folded)."""
+    for view in norm.data_views():
+        for value in find(view):
+            return value
+    return None
