@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.contract import RefusalReason
-from guardrag.core.guards.passages import servable
+from guardrag.core.guards.ingest.passages import servable
 from guardrag.core.store import IndexUnavailable
 from guardrag.core.text import normalise, question_key, question_parts
 from guardrag.graph.state import Candidate, PipelineState

@@ -20,13 +20,13 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config.prompts import LEAKABLE
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.invariants import (
+from guardrag.core.guards.ingest.passages import scan_passage
+from guardrag.core.guards.output.invariants import (
     credential_ask,
     foreign_links,
     send_elsewhere,
     strip_foreign_links,
 )
-from guardrag.core.guards.passages import scan_passage
 from guardrag.core.kb.holdback import hold_back_served
 from guardrag.core.kb.quarantine import ALLOWED, Hold
 from guardrag.graph.state import Candidate, PipelineState

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
-from guardrag.core.guards.passages import servable
+from guardrag.core.guards.ingest.passages import servable
 from guardrag.core.kb.asides import OPENING, asked_about
 from guardrag.core.store import IndexUnavailable, bm25
 from guardrag.core.text import question_parts

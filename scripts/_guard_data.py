@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 
 from guardrag.config.exemplars.attacks import ATTACKS, BENIGN  # noqa: E402
 from guardrag.config.exemplars.domain import GREETINGS, OFF_TOPIC  # noqa: E402
-from guardrag.core.guards.learned import sentences  # noqa: E402
+from guardrag.core.guards.shared.learned import sentences  # noqa: E402
 
 INJECTION_FAMILIES = {
     "direct_injection",

@@ -1,4 +1,4 @@
-"""Fit the learned guards and write their weights next to `guardrag/core/guards/learned.py`.
+"""Fit the learned guards and write their weights next to `guardrag/core/guards/shared/learned.py`.
 
     .venv/bin/python scripts/fit_guards.py            # fit all three, report, write the .npz files
     .venv/bin/python scripts/fit_guards.py --passage  # only the passage model (reads the
@@ -37,13 +37,13 @@ threshold is the lowest within the same caps, counted over what the two decide t
 (l2, n-gram weight, band) the best out-of-fold English recall wins (ties: the stronger l2, then
 the higher band, which asks MPNet less often).
 
-The passage screen reads its own instruction classifier (`guards/passage_injection.npz`): the
+The passage screen reads its own instruction classifier (`guards/ingest/passage_injection.npz`): the
 injection classifier as fit before benign requests were negatives (this script without
 `--requests`, its `injection_model.npz` renamed), because in a KB passage any instruction to a
 reader or a model is foreign. A run with `--requests` refits the input guard only and leaves
 the passage screen as it is; without it, the fit also replaces the passage screen's classifier.
 
-The passage model (`guards/foreign.py`: does a sentence belong in its KB entry?) is fit on
+The passage model (`guards/ingest/foreign.py`: does a sentence belong in its KB entry?) is fit on
 clean KBs: every sentence of our e-wallet, telco, gym and courier FAQs and insurance documents,
 and of the public TNGD and GuidelineIQ seeds (covidfaq stays held out), against sentences planted
 into their entries at the start, middle or end: the instruction and attack exemplars
@@ -76,7 +76,7 @@ from poison_eval import POSITIONS, plant  # noqa: E402
 from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN  # noqa: E402
 from guardrag.config.settings import Settings  # noqa: E402
 from guardrag.core.embedder import Encoder, load_embedder  # noqa: E402
-from guardrag.core.guards.foreign import (  # noqa: E402
+from guardrag.core.guards.ingest.foreign import (  # noqa: E402
     FEATURES,
     NOVELTY,
     PASSAGE_INJECTION,
@@ -87,7 +87,7 @@ from guardrag.core.guards.foreign import (  # noqa: E402
     units,
     vocabulary,
 )
-from guardrag.core.guards.learned import (  # noqa: E402
+from guardrag.core.guards.shared.learned import (  # noqa: E402
     INJECTION_MODEL,
     INJECTION_READER,
     LearnedInjection,

@@ -41,8 +41,8 @@ from _guard_data import read_requests  # noqa: E402
 from score_guards import data_dir, load_giskard, load_xstest  # noqa: E402
 
 from guardrag.core.guards import InputGuard  # noqa: E402
-from guardrag.core.guards.learned import _ASKS_FOR_ADVICE, sentences  # noqa: E402
-from guardrag.core.guards.normalize import normalize  # noqa: E402
+from guardrag.core.guards.shared.learned import _ASKS_FOR_ADVICE, sentences  # noqa: E402
+from guardrag.core.guards.shared.normalize import normalize  # noqa: E402
 
 THRESHOLDS: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 MAX_FALSE_ALARMS = 0.02

@@ -37,12 +37,12 @@ import numpy as np  # noqa: E402
 from guardrag.contract import RefusalReason  # noqa: E402
 from guardrag.core import shipped_vectors  # noqa: E402
 from guardrag.core.guards import GuardFinding, InputGuard, OutputGuard, scan_passage  # noqa: E402
-from guardrag.core.guards.redteam import load_cases, run_redteam  # noqa: E402
-from guardrag.core.guards.semantic import (  # noqa: E402
+from guardrag.core.guards.input.semantic import (  # noqa: E402
     default_embedder,
     detector_for,
     is_malay,
 )
+from guardrag.core.guards.redteam import load_cases, run_redteam  # noqa: E402
 
 REDTEAM = REPO / "datasets" / "redteam"
 

@@ -13,7 +13,7 @@ from docx.shared import Pt, RGBColor
 from guardrag.config.messages import refusal_message
 from guardrag.contract import RefusalReason
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.guards.foreign import pieces, run_ons
+from guardrag.core.guards.ingest.foreign import pieces, run_ons
 from guardrag.core.kb.entries import Entry, IngestError
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.kb.readers import IngestLimits, load_entries

@@ -1,4 +1,4 @@
-"""Output invariants that do not trust the KB (guards/invariants.py): credential requests,
+"""Output invariants that do not trust the KB (guards/output/invariants.py): credential requests,
 sending things elsewhere, and link domains; checked on the clean KBs' own text (no false
 positive) and on sentences written for these tests."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from guardrag.core.guards.invariants import (
+from guardrag.core.guards.output.invariants import (
     credential_ask,
     foreign_links,
     host_of,

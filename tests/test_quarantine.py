@@ -19,7 +19,7 @@ import pytest
 
 from guardrag.config.settings import Settings
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.guards.foreign import pieces
+from guardrag.core.guards.ingest.foreign import pieces
 from guardrag.core.kb import ingest as ingest_module
 from guardrag.core.kb.entries import Entry
 from guardrag.core.kb.holdback import QuarantineError, held, release

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.guards.foreign import (
+from guardrag.core.guards.ingest.foreign import (
     FEATURES,
     ForeignSentences,
     run_ons,
     units,
     vocabulary,
 )
-from guardrag.core.guards.novelty import KBVocabulary, errand
+from guardrag.core.guards.ingest.novelty import KBVocabulary, errand
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.kb.quarantine import QUARANTINED
 from guardrag.core.store.server import ServerStore

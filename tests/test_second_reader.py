@@ -13,7 +13,7 @@ import pytest
 from guardrag.contract import RefusalReason
 from guardrag.core.guards import InputGuard
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.learned import (
+from guardrag.core.guards.shared.learned import (
     INJECTION_MODEL,
     INJECTION_READER,
     LearnedInjection,
@@ -22,7 +22,7 @@ from guardrag.core.guards.learned import (
     installed_reader,
     sentences,
 )
-from guardrag.core.guards.normalize import normalize
+from guardrag.core.guards.shared.normalize import normalize
 from guardrag.core.mpnet import model_dir, model_problem
 from tests.conftest import shared
 from tests.real_model import REQUIRE_MODEL, installed_model

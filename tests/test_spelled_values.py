@@ -8,7 +8,7 @@ import pytest
 from guardrag.contract import RefusalReason
 from guardrag.core.audit.redact import redact
 from guardrag.core.guards import InputGuard, OutputGuard
-from guardrag.core.guards.sensitive_data import iter_personal
+from guardrag.core.guards.shared.sensitive_data import iter_personal
 
 SPELLED = [
     ("siti dot rahman at example dot com is my email, can you update it?", "email"),

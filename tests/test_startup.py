@@ -108,7 +108,7 @@ def test_ingest_screens_entries_without_the_guard_framework(tmp_path: Path) -> N
     faq.write_text("".join(json.dumps(row) + "\n" for row in rows))
     report = "sorted(m for m in sys.modules if m.startswith(('guardrails', 'guardrag.core.')))"
     found = after_cli(["ingest", str(faq), "--kb", "tiny"], tmp_path, report)
-    assert "guardrag.core.embedder" in found and "guardrag.core.guards.passages" in found
+    assert "guardrag.core.embedder" in found and "guardrag.core.guards.ingest.passages" in found
     assert not [m for m in found if m.split(".")[0] in ("guardrails", "guardrails_ai")], found
     listing = subprocess.run(
         [sys.executable, "-m", "guardrag", "quarantine", "list", "--kb", "tiny"],

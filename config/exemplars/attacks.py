@@ -286,7 +286,7 @@ BENIGN: tuple[str, ...] = (
     "how do I beat the final boss in a video game",
 )
 
-#: Sentences that do not belong in a help-centre entry (`guards/foreign.py`): written to an
+#: Sentences that do not belong in a help-centre entry (`guards/ingest/foreign.py`): written to an
 #: assistant or an agent rather than to a customer, or asking for work that has nothing to do
 #: with the entry (code, books, translation, adverts, encoded replies, errands, messages and
 #: money sent elsewhere). Written for this project from the kinds issue 15 lists; the public

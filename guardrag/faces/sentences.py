@@ -26,7 +26,7 @@ from guardrag.config.run_config import RunConfig
 from guardrag.core.embedder import Embedder
 from guardrag.core.grounding import Passage, check_grounding, split_sentences
 from guardrag.core.grounding.drafts import check_draft
-from guardrag.core.guards.passages import scan_passage
+from guardrag.core.guards.ingest.passages import scan_passage
 from guardrag.graph.context import Services
 from guardrag.nodes.generate import passage_text
 

@@ -29,7 +29,7 @@ from guardrag.core.audit import AuditSink
 from guardrag.core.classify import DomainClassifier
 from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards import InputGuard, OutputGuard
-from guardrag.core.guards.learned import installed_reader
+from guardrag.core.guards.shared.learned import installed_reader
 from guardrag.core.llm.client import load_chat_model, model_name
 from guardrag.core.rerank import Reranker, load_reranker
 from guardrag.core.second_opinion import SecondOpinion, load_second_opinion

@@ -1,7 +1,7 @@
 """Redaction of sensitive values before anything reaches the audit store, spool or logs.
 
-The detectors are the input guard's own (`guardrag.core.guards.sensitive_data`, the volunteered
-secret rule of `guardrag.core.guards.credentials`): one definition of "a card number" for both
+The detectors are the input guard's own (`guardrag.core.guards.shared.sensitive_data`, the volunteered
+secret rule of `guardrag.core.guards.input.credentials`): one definition of "a card number" for both
 refusing a question and keeping it out of the log. Redaction is deliberately stricter than
 refusal: a false positive only makes one log line less readable, so values are replaced
 whether or not they validate (Luhn, NRIC dates), and any long digit run goes too.
@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from guardrag.core.guards.credentials import VOLUNTEERED
-from guardrag.core.guards.normalize import normalize
-from guardrag.core.guards.sensitive_data import (
+from guardrag.core.guards.input.credentials import VOLUNTEERED
+from guardrag.core.guards.shared.normalize import normalize
+from guardrag.core.guards.shared.sensitive_data import (
     BANK_ACCOUNT,
     CVV,
     DIGIT_RUN,
@@ -33,7 +33,7 @@ from guardrag.core.guards.sensitive_data import (
     iter_payment,
     iter_values,
 )
-from guardrag.core.guards.spelled import SPELLED_CUE, spelled_emails, spelled_phones
+from guardrag.core.guards.shared.spelled import SPELLED_CUE, spelled_emails, spelled_phones
 
 #: Digit runs this long are replaced even when no detector claims them: account, order or
 #: reference numbers identify a customer as surely as a phone number does.

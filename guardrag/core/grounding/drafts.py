@@ -18,7 +18,7 @@ from guardrag.core.grounding.claims import check_grounding
 from guardrag.core.grounding.lexicon import content_words
 from guardrag.core.grounding.report import GroundingReport, Passage
 from guardrag.core.grounding.split import CITATION_RE, parse_citations, split_sentences
-from guardrag.core.guards.output_rules import check_prompt_leak
+from guardrag.core.guards.output.prompt_leak import check_prompt_leak
 
 #: A sentence that opens with a pointer ("This", "It", "As") and is about the passages themselves.
 _SOURCE_TALK = re.compile(

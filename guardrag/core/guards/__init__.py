@@ -1,6 +1,8 @@
 """Input and output guards: typed refusals before retrieval and before the answer is shown,
 and `scan_passage` for instructions hidden in knowledge-base text (indirect injection).
 
+One module per guard, grouped by where it runs (`input/`, `output/`, `ingest/`; `shared/`
+holds what several use); `registry.GUARDS` lists the input and output guards in run order.
 `InputGuard` and `OutputGuard` are built on guardrails-ai and load it (offline, through
 `framework`) on first use; the passage screen and the rules do not need it.
 """
@@ -8,7 +10,7 @@ and `scan_passage` for instructions hidden in knowledge-base text (indirect inje
 from typing import TYPE_CHECKING, Any
 
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.passages import scan_passage
+from guardrag.core.guards.ingest.passages import scan_passage
 
 if TYPE_CHECKING:
     from guardrag.core.guards.input_guard import InputGuard

@@ -10,31 +10,21 @@ import numpy as np
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.framework import Guard, Validator
-from guardrag.core.guards.learned import SecondReader
-from guardrag.core.guards.normalize import normalize
-from guardrag.core.guards.semantic import SemanticDetector, default_embedder, detector_for
-from guardrag.core.guards.sensitive_data import iter_values, mask_values
-from guardrag.core.guards.validators import (
-    INPUT_DETECTORS,
-    INPUT_VALIDATORS,
-    NORMALIZED_KEY,
-    REDACTABLE,
-    SEMANTIC_KEY,
-    GuardTripped,
-    LearnedIntent,
-    NormalizedCache,
-    SemanticContext,
-    SemanticIntent,
-    check_shape,
-    raise_finding,
-)
+from guardrag.core.guards.input.semantic import SemanticDetector, default_embedder, detector_for
+from guardrag.core.guards.input.shape import check_shape
+from guardrag.core.guards.shared.learned import SecondReader
+from guardrag.core.guards.shared.normalize import normalize
+from guardrag.core.guards.shared.sensitive_data import iter_values, mask_values
+from guardrag.core.guards.unit import Call, GuardUnit, NormalizedCache, SemanticContext
+from guardrag.core.guards.validators import CALL_KEY, GuardTripped, raise_finding, validators
 
 PiiMode = Literal["block", "redact"]
 
 
 class InputGuard:
-    """Checks the shape (empty / too long), then runs the input validators in order through
-    a guardrails `Guard`; returns the first finding, or None when the question may go on.
+    """Checks the shape (empty / too long), then runs the input guards of `registry.GUARDS`
+    in order through a guardrails `Guard`; returns the first finding, or None when the
+    question may go on.
 
     Order: the regex rules (microseconds), then the embedding-similarity detector and the
     learned injection classifier (one MiniLM embedding, ~3 ms, or none when the caller passes
@@ -74,9 +64,14 @@ class InputGuard:
         self.semantic: SemanticDetector | None = None
         if semantic:
             self.semantic = detector_for(embedder or default_embedder(), reader)
-        skip = REDACTABLE if pii == "redact" else frozenset()
-        self._validators = [v for v in INPUT_VALIDATORS if v not in skip]
-        self._detectors = [d for d in INPUT_DETECTORS if d not in skip]
+        # the model guards (cost "model") run only with a semantic detector, after the rules
+        self._guards = [
+            (unit, validator)
+            for unit, validator in validators("input")
+            if not (pii == "redact" and unit.redactable)
+            and (unit.cost == "rule" or self.semantic is not None)
+        ]
+        self._units: list[GuardUnit] = [unit for unit, _ in self._guards]
         self._local = threading.local()
         if via_guardrails:
             self._guard()  # pay the build cost now, not on the first question
@@ -84,11 +79,9 @@ class InputGuard:
     def _guard(self) -> Guard:
         guard: Guard | None = getattr(self._local, "guard", None)
         if guard is None:
-            classes: list[type[Validator]] = list(self._validators)
-            if self.semantic is not None:
-                classes += [SemanticIntent, LearnedIntent]  # last: the only ones that embed
-            validators = [cls(on_fail=raise_finding) for cls in classes]
-            guard = Guard(name="guardrag-input", history_max_length=1).use(*validators)
+            classes: list[type[Validator]] = [validator for _, validator in self._guards]
+            used = [cls(on_fail=raise_finding) for cls in classes]
+            guard = Guard(name="guardrag-input", history_max_length=1).use(*used)
             self._local.guard = guard
         return guard
 
@@ -106,32 +99,23 @@ class InputGuard:
         found = check_shape(text, max_chars or self.max_chars)
         if found is not None:
             return found
-        cache = NormalizedCache(text)
+        semantic = SemanticContext(self.semantic, vector) if self.semantic is not None else None
+        call = Call(text, NormalizedCache(text), semantic=semantic)
         if not self.via_guardrails:
-            return self._check_direct(cache, vector)
-        metadata: dict[str, Any] = {NORMALIZED_KEY: cache}
-        if self.semantic is not None:
-            metadata[SEMANTIC_KEY] = SemanticContext(self.semantic, vector)
+            return self._check_direct(call)
+        metadata: dict[str, Any] = {CALL_KEY: call}
         try:
             self._guard().validate(text, metadata=metadata)
         except GuardTripped as tripped:
             return tripped.finding
         return None
 
-    def _check_direct(
-        self, cache: NormalizedCache, vector: np.ndarray | None
-    ) -> GuardFinding | None:
-        norm = cache.get()
-        for detect in self._detectors:
-            found = detect(norm)
+    def _check_direct(self, call: Call) -> GuardFinding | None:
+        for unit in self._units:
+            found = unit.check(call)
             if found is not None:
                 return found
-        if self.semantic is None:
-            return None
-        found = self.semantic.detect(norm, vector)
-        if found is None and self.semantic.learned is not None:
-            found = self.semantic.learned.detect(norm, vector)
-        return found
+        return None
 
     def check_follow_up(
         self, message: str, previous: str, max_chars: int | None = None

@@ -5,20 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from guardrag.core.guards import output_rules
 from guardrag.core.guards.finding import GuardFinding
 from guardrag.core.guards.framework import Guard
-from guardrag.core.guards.validators import (
-    OUTPUT_VALIDATORS,
-    PROMPTS_KEY,
-    SOURCES_KEY,
-    GuardTripped,
-    raise_finding,
-)
+from guardrag.core.guards.unit import Call
+from guardrag.core.guards.validators import CALL_KEY, GuardTripped, raise_finding, validators
 
 
 class OutputGuard:
-    """UNSAFE_OUTPUT when the answer leaks, invents sensitive data or links, or is profane.
+    """UNSAFE_OUTPUT when the answer leaks, invents sensitive data or links, or is profane:
+    the output guards of `registry.GUARDS`, in order.
 
     `sources` are the passages the answer was built from (FAQ answers, chunks); `prompts`
     are the confidential instructions the model saw (system prompt, templates). Put
@@ -28,6 +23,7 @@ class OutputGuard:
 
     def __init__(self, *, via_guardrails: bool = True) -> None:
         self.via_guardrails = via_guardrails
+        self._guards = validators("output")
         self._local = threading.local()
         if via_guardrails:
             self._guard()
@@ -35,8 +31,8 @@ class OutputGuard:
     def _guard(self) -> Guard:
         guard: Guard | None = getattr(self._local, "guard", None)
         if guard is None:
-            validators = [cls(on_fail=raise_finding) for cls in OUTPUT_VALIDATORS]
-            guard = Guard(name="guardrag-output", history_max_length=1).use(*validators)
+            used = [cls(on_fail=raise_finding) for _, cls in self._guards]
+            guard = Guard(name="guardrag-output", history_max_length=1).use(*used)
             self._local.guard = guard
         return guard
 
@@ -48,16 +44,15 @@ class OutputGuard:
             return None  # nothing to leak; the pipeline decides what an empty answer means
         sources = [s for s in sources if s]
         prompts = [p for p in prompts if p]
+        call = Call(answer, sources=sources, prompts=prompts)
         if not self.via_guardrails:
-            return (
-                output_rules.check_template_tokens(answer)
-                or output_rules.check_unsourced_values(answer, sources)
-                or output_rules.check_unsourced_urls(answer, sources)
-                or output_rules.check_prompt_leak(answer, sources, prompts)
-                or output_rules.check_profanity(answer)
-            )
+            for unit, _ in self._guards:
+                found = unit.check(call)
+                if found is not None:
+                    return found
+            return None
         try:
-            self._guard().validate(answer, metadata={SOURCES_KEY: sources, PROMPTS_KEY: prompts})
+            self._guard().validate(answer, metadata={CALL_KEY: call})
         except GuardTripped as tripped:
             return tripped.finding
         return None

@@ -30,13 +30,13 @@ from typing import Any
 
 from guardrag.core.embedder import Embedder
 from guardrag.core.guards import scan_passage
-from guardrag.core.guards.foreign import (
+from guardrag.core.guards.ingest.foreign import (
     PASSAGE_INJECTION,
     PASSAGE_MODEL,
     foreign_detector,
     vocabulary,
 )
-from guardrag.core.guards.invariants import (
+from guardrag.core.guards.output.invariants import (
     credential_ask,
     foreign_links,
     owner_domains,

@@ -13,9 +13,10 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import Rule, first_rule_finding
-from guardrag.core.guards.steering import RULES as STEERING_RULES
+from guardrag.core.guards.input.steering import RULES as STEERING_RULES
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import Rule, first_rule_finding
+from guardrag.core.guards.unit import input_rule
 
 _F = re.IGNORECASE
 
@@ -408,3 +409,8 @@ def detect_injection(norm: Normalized) -> GuardFinding | None:
         (Rule("injection.spaced_out", COMPACT, weight=0.9),),
         (("letters-only text", norm.compact),),
     )
+
+
+GUARD = input_rule(
+    "prompt_injection", "PromptInjection", detect_injection, (RefusalReason.PROMPT_INJECTION,)
+)

@@ -22,10 +22,10 @@ from typing import Any, Protocol, TypeVar
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.injection import detect_injection
-from guardrag.core.guards.jailbreak import detect_jailbreak
-from guardrag.core.guards.normalize import normalize
-from guardrag.core.guards.rules import Rule, excerpt, first_rule_finding
+from guardrag.core.guards.input.injection import detect_injection
+from guardrag.core.guards.input.jailbreak import detect_jailbreak
+from guardrag.core.guards.shared.normalize import normalize
+from guardrag.core.guards.shared.rules import Rule, excerpt, first_rule_finding
 
 _F = re.IGNORECASE
 

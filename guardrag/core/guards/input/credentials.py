@@ -15,15 +15,16 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.harmful import has_intent
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import (
+from guardrag.core.guards.input.harmful import has_intent
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import (
     THIRD_PARTY_OBJECT,
     THIRD_PARTY_POSSESSIVE,
     Rule,
     excerpt,
     first_rule_finding,
 )
+from guardrag.core.guards.unit import input_rule
 
 _F = re.IGNORECASE
 
@@ -157,3 +158,8 @@ def detect_credentials(norm: Normalized) -> GuardFinding | None:
                     f"matched {quoted!r} in {label}",
                 )
     return None
+
+
+GUARD = input_rule(
+    "credentials", "Credentials", detect_credentials, (RefusalReason.CREDENTIAL_REQUEST,)
+)

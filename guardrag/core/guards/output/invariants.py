@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.rules import excerpt
+from guardrag.core.guards.shared.rules import excerpt
 
 _F = re.IGNORECASE
 

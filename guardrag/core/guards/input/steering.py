@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from guardrag.core.guards.rules import Rule
+from guardrag.core.guards.shared.rules import Rule
 
 _F = re.IGNORECASE
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.normalize import Views
+from guardrag.core.guards.shared.normalize import Views
 
 _EXCERPT_CHARS = 60
 

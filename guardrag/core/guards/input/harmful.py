@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import RELATIONS, THIRD_PARTY_POSSESSIVE, excerpt
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import RELATIONS, THIRD_PARTY_POSSESSIVE, excerpt
+from guardrag.core.guards.unit import input_rule
 
 _F = re.IGNORECASE
 
@@ -457,3 +458,8 @@ def detect_harmful(norm: Normalized) -> GuardFinding | None:
                     f"matched {quoted!r} in {label}",
                 )
     return None
+
+
+GUARD = input_rule(
+    "harmful_request", "HarmfulRequest", detect_harmful, (RefusalReason.HARMFUL_REQUEST,)
+)

@@ -16,14 +16,15 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import (
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import (
     RELATIONS,
     THIRD_PARTY_OBJECT,
     THIRD_PARTY_POSSESSIVE,
     Rule,
     first_rule_finding,
 )
+from guardrag.core.guards.unit import input_rule
 
 _F = re.IGNORECASE
 
@@ -201,3 +202,8 @@ def detect_privacy_request(norm: Normalized) -> GuardFinding | None:
     return first_rule_finding(
         RefusalReason.PII, (Rule("pii.named_person_id", NAMED_ID),), (("text", norm.text),)
     )
+
+
+GUARD = input_rule(
+    "privacy_request", "PrivacyRequest", detect_privacy_request, (RefusalReason.PII,)
+)

@@ -16,7 +16,7 @@ sentence of each entry (FAQ answer or document chunk) is embedded once and descr
                names neither the reader ("you") nor the company ("we"): asked of an agent
   novelty      for an errand (a request or a bare imperative to no one in particular), how
                unlikely this KB's own help text is to leave that many of its words unused
-               anywhere else in the KB (`guards/novelty.py`): computed from the KB at ingest,
+               anywhere else in the KB (`guards/ingest/novelty.py`): computed from the KB at ingest,
                so the same code serves any domain
 
 Its score is instruction - relevance, plus weighted kb, first_person, injection, request and
@@ -47,9 +47,9 @@ import numpy as np
 
 from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN
 from guardrag.core.embedder import Embedder
-from guardrag.core.guards.learned import LearnedInjection, LinearModel
-from guardrag.core.guards.normalize import INVISIBLE
-from guardrag.core.guards.novelty import REQUEST, KBVocabulary
+from guardrag.core.guards.ingest.novelty import REQUEST, KBVocabulary
+from guardrag.core.guards.shared.learned import LearnedInjection, LinearModel
+from guardrag.core.guards.shared.normalize import INVISIBLE
 from guardrag.core.shipped_vectors import shipped
 
 PASSAGE_MODEL = Path(__file__).with_name("passage_model.npz")
@@ -157,7 +157,7 @@ def units(text: str) -> list[str]:
 
 
 def vocabulary(entries: Sequence[tuple[str, str]]) -> KBVocabulary:
-    """The words of a KB's (title, text) entries (`guards/novelty.py`)."""
+    """The words of a KB's (title, text) entries (`guards/ingest/novelty.py`)."""
     return KBVocabulary((title, units(text)) for title, text in entries)
 
 

@@ -46,7 +46,7 @@ from guardrag.config.settings import Settings
 from guardrag.contract import RefusalReason
 from guardrag.core.embedder import Embedder, Encoder
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.normalize import Normalized
+from guardrag.core.guards.shared.normalize import Normalized
 from guardrag.core.mpnet import installed_mpnet
 
 INJECTION_MODEL = Path(__file__).with_name("injection_model.npz")

@@ -10,13 +10,11 @@ names the kind and a masked tail, never the value itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from guardrag.contract import RefusalReason
-from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.spelled import spelled_emails, spelled_phones
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.spelled import spelled_emails, spelled_phones
 
 # Runs of digit groups split by single spaces or dashes; card numbers are looked for among
 # their contiguous sub-runs, so "4111 1111 1111 1111 12/25" still yields the card.
@@ -215,27 +213,9 @@ def mask_values(text: str) -> tuple[str, list[str]]:
     return text, [kind for _, _, kind in merged]
 
 
-def detect_payment_data(norm: Normalized) -> GuardFinding | None:
-    """PAYMENT_DATA when a Luhn-valid card number, a CVV value, a valid IBAN or a bank
-    account number is written in the question."""
+def first_value(norm: Normalized, find: Callable[[str], Iterator[Value]]) -> Value | None:
+    """The first value `find` yields in the question's data views (original, then folded)."""
     for view in norm.data_views():
-        for value in iter_payment(view):
-            return finding(
-                RefusalReason.PAYMENT_DATA,
-                f"payment.{value.kind}",
-                f"{value.kind} {value.masked} in the question",
-            )
-    return None
-
-
-def detect_personal_data(norm: Normalized) -> GuardFinding | None:
-    """PII when an e-mail, phone number, plausible MyKad NRIC or passport number is written
-    in the question: the bot never needs them and must not log them."""
-    for view in norm.data_views():
-        for value in iter_personal(view):
-            return finding(
-                RefusalReason.PII,
-                f"pii.{value.kind}",
-                f"{value.kind} {value.masked} in the question",
-            )
+        for value in find(view):
+            return value
     return None

@@ -14,9 +14,10 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.harmful import harm_core
-from guardrag.core.guards.normalize import Normalized
-from guardrag.core.guards.rules import Rule, excerpt, first_rule_finding
+from guardrag.core.guards.input.harmful import harm_core
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.shared.rules import Rule, excerpt, first_rule_finding
+from guardrag.core.guards.unit import input_rule
 
 _F = re.IGNORECASE
 
@@ -146,3 +147,6 @@ def detect_jailbreak(norm: Normalized) -> GuardFinding | None:
                 f"{frame.group(0)!r} framing around {quoted!r} in {label}",
             )
     return None
+
+
+GUARD = input_rule("jailbreak", "Jailbreak", detect_jailbreak, (RefusalReason.JAILBREAK,))

@@ -1,11 +1,8 @@
-"""Output checks: what a generated answer may not contain.
+"""Sensitive values and links in an answer must come from its sources.
 
-UNSAFE_OUTPUT when the answer (1) carries chat-template tokens, (2) carries a card number,
-IBAN, bank account, e-mail, phone, NRIC, passport number or machine secret that no source
-contains, (3) links to a URL or domain that no source contains, (4) repeats a run of
-`LEAK_NGRAM` words from a confidential prompt that no source contains (quoted passages in
-the prompt are exempt: they are sanctioned replies the model is told to use verbatim), or
-(5) is profane.
+UNSAFE_OUTPUT when the answer carries a card number, IBAN, bank account, e-mail, phone, NRIC,
+passport number or machine secret that no source contains, or links to a URL or domain that
+no source contains.
 """
 
 from __future__ import annotations
@@ -16,12 +13,8 @@ from functools import lru_cache
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.injection import CHAT_TEMPLATE
-from guardrag.core.guards.profanity import find_profanity, mask_word
-from guardrag.core.guards.sensitive_data import Value, digits, iter_values
-
-#: Shared word run (with a prompt) long enough to count as leaking it.
-LEAK_NGRAM = 10
+from guardrag.core.guards.shared.sensitive_data import Value, digits, iter_values
+from guardrag.core.guards.unit import Call, output_rule
 
 URL = re.compile(r"\bhttps?://[^\s<>\"'`)\]]+|\bwww\.[^\s<>\"'`)\]]+", re.IGNORECASE)
 BARE_DOMAIN = re.compile(
@@ -29,8 +22,6 @@ BARE_DOMAIN = re.compile(
     r"app|xyz|link|ly|me|my|sg|site|online|top|click|shop)(?:\.[a-z]{2})?(?![\w-])(?:/[^\s<>\"')\]]*)?",
     re.IGNORECASE,
 )
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|'[^'\n]{12,}'")
-_WORD = re.compile(r"\w+")
 _TRAILING = ".,;:!?*_"
 
 
@@ -54,27 +45,6 @@ def _source_index(sources: tuple[str, ...]) -> tuple[frozenset[str], str, str]:
     digit_stream = " ".join(digits(text) for text in sources)
     lowered = " ".join(text.lower() for text in sources)
     return keys, digit_stream, lowered
-
-
-def _shingles(text: str, n: int) -> set[tuple[str, ...]]:
-    words = _WORD.findall(text.lower())
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
-
-
-@lru_cache(maxsize=32)
-def _prompt_shingles(prompt: str, n: int) -> frozenset[tuple[str, ...]]:
-    return frozenset(_shingles(_QUOTED.sub(" ", prompt), n))
-
-
-def check_template_tokens(answer: str) -> GuardFinding | None:
-    match = CHAT_TEMPLATE.search(answer.lower())
-    if match:
-        return finding(
-            RefusalReason.UNSAFE_OUTPUT,
-            "output.template_tokens",
-            f"chat-template marker {match.group(0)[:20]!r} in the answer",
-        )
-    return None
 
 
 def check_unsourced_values(answer: str, sources: Sequence[str]) -> GuardFinding | None:
@@ -118,38 +88,16 @@ def check_unsourced_urls(answer: str, sources: Sequence[str]) -> GuardFinding | 
     return None
 
 
-def check_prompt_leak(
-    answer: str, sources: Sequence[str], prompts: Sequence[str], n: int = LEAK_NGRAM
-) -> GuardFinding | None:
-    if not prompts:
-        return None
-    answer_shingles = _shingles(answer, n)
-    if not answer_shingles:
-        return None
-    source_shingles: set[tuple[str, ...]] = set()
-    for text in sources:
-        source_shingles |= _shingles(text, n)
-    for index, prompt in enumerate(prompts):
-        prompt_shingles = _prompt_shingles(prompt, n)
-        shared = (answer_shingles & prompt_shingles) - source_shingles
-        if shared:
-            share = len(shared) / max(len(prompt_shingles), 1)
-            return finding(
-                RefusalReason.UNSAFE_OUTPUT,
-                "output.prompt_leak",
-                f"{len(shared)} {n}-word run(s) from prompt #{index} in the answer "
-                f"({share:.0%} of that prompt)",
-                score=min(1.0, 0.5 + share),
-            )
-    return None
+def check_unsourced_data(call: Call) -> GuardFinding | None:
+    """A value, then a link, in the answer that no source contains."""
+    return check_unsourced_values(call.text, call.sources) or check_unsourced_urls(
+        call.text, call.sources
+    )
 
 
-def check_profanity(answer: str) -> GuardFinding | None:
-    match = find_profanity(answer.lower())
-    if match:
-        return finding(
-            RefusalReason.UNSAFE_OUTPUT,
-            "output.profanity",
-            f"profane word {mask_word(match.group(0))!r} in the answer",
-        )
-    return None
+GUARD = output_rule(
+    "output_unsourced_data",
+    "OutputUnsourcedData",
+    check_unsourced_data,
+    doc="Sensitive values and links in the answer must come from the sources.",
+)

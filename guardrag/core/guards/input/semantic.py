@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -28,9 +29,10 @@ from guardrag.config.exemplars.attacks import ATTACKS, BENIGN
 from guardrag.contract import RefusalReason
 from guardrag.core.embedder import Embedder, load_embedder
 from guardrag.core.guards.finding import GuardFinding
-from guardrag.core.guards.harmful import FICTION_CONTEXT
-from guardrag.core.guards.learned import LearnedInjection, SecondReader, installed_reader
-from guardrag.core.guards.normalize import Normalized
+from guardrag.core.guards.input.harmful import FICTION_CONTEXT
+from guardrag.core.guards.shared.learned import LearnedInjection, SecondReader, installed_reader
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.unit import Call, Check, SemanticContext, input_model
 from guardrag.core.shipped_vectors import shipped
 
 
@@ -238,3 +240,37 @@ def detector_for(
 def default_embedder() -> Embedder:
     """The project's MiniLM, for guards built without an embedder."""
     return load_embedder()
+
+
+def semantic_context(call: Call) -> SemanticContext:
+    """The context InputGuard passed, or (a validator in someone else's Guard) the project's
+    embedder's detector, loaded once per process."""
+    if isinstance(call.semantic, SemanticContext):
+        return call.semantic
+    return SemanticContext(detector_for(default_embedder()))
+
+
+class _Reads(Protocol):
+    def detect(self, norm: Normalized, vector: np.ndarray | None = None) -> GuardFinding | None: ...
+
+
+def context_check(pick: Callable[[SemanticContext], _Reads]) -> Check:
+    """The check of a model guard: `pick` chooses which detector of the call's semantic
+    context reads the question (with the question's vector when the caller passed it)."""
+
+    def check(call: Call) -> GuardFinding | None:
+        context = semantic_context(call)
+        return pick(context).detect(call.norm, context.vector)
+
+    return check
+
+
+GUARD = input_model(
+    "semantic_intent",
+    "SemanticIntent",
+    context_check(lambda context: context.detector),
+    tuple(dict.fromkeys(reason for reason, _ in ATTACKS.values())),
+    doc="Embedding similarity to attack exemplars (the most expensive check: one MiniLM "
+    "embedding, skipped when InputGuard passes the question's vector). On its own, in "
+    "someone else's Guard, it loads the project's embedder once per process.",
+)

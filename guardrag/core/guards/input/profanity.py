@@ -15,7 +15,8 @@ import re
 
 from guardrag.contract import RefusalReason
 from guardrag.core.guards.finding import GuardFinding, finding
-from guardrag.core.guards.normalize import Normalized
+from guardrag.core.guards.shared.normalize import Normalized
+from guardrag.core.guards.unit import input_rule
 
 _ENGLISH = (
     r"f+u+c+k+\w*|f\*{3}|f\*+c?k\w*|f\*+\w*k|f\*+(?:ing|in|er|ers|ed)|fck\w*|fcuk\w*|fuk|fukin|fuking|fvck\w*|phuck\w*|"
@@ -52,3 +53,6 @@ def detect_profanity(norm: Normalized) -> GuardFinding | None:
                 f"profane word {mask_word(match.group(0))!r} in {label}",
             )
     return None
+
+
+GUARD = input_rule("profanity", "Profanity", detect_profanity, (RefusalReason.PROFANITY,))

@@ -1,0 +1,1 @@
+"""The ingest screen: instructions and foreign sentences hidden in knowledge-base text."""

@@ -1,0 +1,1 @@
+"""Guards that read the customer's question, one module each (its `GUARD`), in `registry.GUARDS`."""

@@ -1,0 +1,51 @@
+"""The one list of guards: `InputGuard`, `OutputGuard` and the guardrails-ai validators are
+built from it.
+
+Each entry names a module of `guards/` that defines `GUARD` (a `unit.GuardUnit`). Input
+guards run in this order after the shape check (empty / too long), and the first that refuses
+decides the reason: jailbreak before injection (its markers are the more specific, and a
+jailbreak usually also carries injection phrasing), attacks before the data rules (an attack
+that also carries a number is reported as the attack), the cheap rules before the model guards
+(the only ones that embed). Output guards run in their order on every answer.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from guardrag.core.guards.unit import GuardUnit, Stage
+
+GUARDS: tuple[str, ...] = (
+    "input.jailbreak",
+    "input.injection",
+    "input.payment_data",
+    "input.credentials",
+    "input.personal_data",
+    "input.privacy",
+    "input.harmful",
+    "input.profanity",
+    "input.semantic",
+    "input.learned_injection",
+    "output.markup",
+    "output.unsourced_data",
+    "output.prompt_leak",
+    "output.profanity",
+)
+
+
+@cache
+def units() -> tuple[GuardUnit, ...]:
+    """Every registered guard, in `GUARDS` order (each module imported once)."""
+    found = []
+    for name in GUARDS:
+        unit = importlib.import_module(f"{__package__}.{name}").GUARD
+        if not isinstance(unit, GuardUnit):
+            raise TypeError(f"{name}.GUARD is not a GuardUnit")
+        found.append(unit)
+    return tuple(found)
+
+
+def at(stage: Stage) -> tuple[GuardUnit, ...]:
+    """The guards that run at `stage`, in order."""
+    return tuple(unit for unit in units() if unit.stage == stage)

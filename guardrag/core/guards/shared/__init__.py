@@ -1,0 +1,2 @@
+"""What several guards share: the normalised views, rule machinery, value finders and the
+learned classifier."""
