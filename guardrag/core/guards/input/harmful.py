@@ -136,8 +136,10 @@ _NOT_VIOLENT = (
     r"(?!\s+(?:(?:some|the|my|a|an)\s+)?(?:money|cash|funds|payments?|transfers?|messages?|texts?|"
     r"e-?mails?|requests?|photos?|pictures?|videos?|invites?|links?|duitnow|rm\s?\d)\b)"
 )
+#: "Break someone's heart" is the idiom for hurting their feelings, not their body.
+_BROKEN_HEART = r"(?!break(?:s|ing)?\s+(?:\S+\s+){0,4}?hearts?\b)"
 VIOLENCE = re.compile(
-    rf"\b{_VIOLENT_VERB}\b{_NOT_VIOLENT}\s+(?:\S+\s+){{0,3}}?{_HUMAN}(?![a-z])(?!['’]s\b|s['’])|"
+    rf"\b{_BROKEN_HEART}{_VIOLENT_VERB}\b{_NOT_VIOLENT}\s+(?:\S+\s+){{0,3}}?{_HUMAN}(?![a-z])(?!['’]s\b|s['’])|"
     rf"\bpush(?:es|ing)?\s+(?:\S+\s+){{0,2}}?{_HUMAN}\s+(?:off|down|out of|in front of|into)\b|"
     rf"\b(?:people|someone|somebody|a person|victims|targets) to {_VIOLENT_VERB}\b|"
     r"\b(?:take|taking|hold|holding|keep|keeping)\s+(?:\S+\s+){0,3}?hostage\b",
