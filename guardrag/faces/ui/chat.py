@@ -72,10 +72,13 @@ class StopRequests:
     def __init__(self, limit: int = 10_000) -> None:
         self._at: dict[str, float] = {}
         self._limit = limit
+        self._lock = threading.Lock()  # Stop clicks of several sessions arrive on many threads
 
     def stop(self, session: str | None) -> None:
         """Records a Stop for `session` now (the oldest records go past `limit`)."""
-        if session:
+        if not session:
+            return
+        with self._lock:
             self._at.pop(session, None)
             self._at[session] = time.monotonic()
             while len(self._at) > self._limit:
@@ -83,7 +86,7 @@ class StopRequests:
 
     def since(self, session: str | None, started: float) -> bool:
         """Whether `session` pressed Stop after `started` (a time.monotonic() reading)."""
-        return bool(session) and self._at.get(session or "", -1.0) >= started
+        return session is not None and self._at.get(session, float("-inf")) >= started
 
     def guard(self, session: str | None, turn: Iterator[ChatUpdate]) -> Iterator[ChatUpdate]:
         """`turn`'s updates until the session presses Stop; then one stopped update, no more."""
