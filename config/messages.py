@@ -10,9 +10,9 @@ REFUSAL_MESSAGES: dict[R, str] = {
     R.PROMPT_INJECTION: "I can only answer questions about {topics}.",
     R.JAILBREAK: "I can only answer questions about {topics}.",
     R.HARMFUL_REQUEST: "I can't help with that request.",
-    R.PII: "For your safety, please don't share personal details such as emails, phone numbers "
-    "or ID numbers here, and I can't look up other people's information. Please ask again "
-    "without them.",
+    R.PII: "I can't look up or share other people's personal information.",
+    R.PERSONAL_DATA: "For your safety, please don't share personal details such as emails, "
+    "phone numbers or ID numbers here. Please ask again without them.",
     R.CREDENTIAL_REQUEST: "I can never see, share or ask for PINs, passwords or one-time codes. "
     "Never share yours with anyone, including our staff.",
     R.PAYMENT_DATA: "Please don't share card numbers or security codes here. If you typed real "

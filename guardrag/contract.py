@@ -23,7 +23,8 @@ class RefusalReason(StrEnum):
     PROMPT_INJECTION = "prompt_injection"
     JAILBREAK = "jailbreak"
     HARMFUL_REQUEST = "harmful_request"
-    PII = "pii"
+    PII = "pii"  # asks for another person's personal data
+    PERSONAL_DATA = "personal_data"  # writes personal data (an e-mail, phone, ID) into the message
     CREDENTIAL_REQUEST = "credential_request"
     PAYMENT_DATA = "payment_data"
     PROFANITY = "profanity"
@@ -37,19 +38,24 @@ class RefusalReason(StrEnum):
     MODEL_UNAVAILABLE = "model_unavailable"
 
 
-RefusalKind = Literal["blocked", "not_found", "error"]
+#: blocked: an attack on the assistant (a security team alerts on it). policy: a message the
+#: bot does not take, though nobody attacked it (the customer's own card or phone number,
+#: profanity, an empty or overlong message). not_found: the knowledge has no answer.
+#: error: we failed. docs/GUARDS.md, "What 'blocked' means".
+RefusalKind = Literal["blocked", "policy", "not_found", "error"]
 
 #: Every reason has exactly one kind, so "blocked" and "failed" are never confused.
 REASON_KIND: dict[RefusalReason, RefusalKind] = {
-    RefusalReason.EMPTY_INPUT: "blocked",
-    RefusalReason.INPUT_TOO_LONG: "blocked",
+    RefusalReason.EMPTY_INPUT: "policy",
+    RefusalReason.INPUT_TOO_LONG: "policy",
     RefusalReason.PROMPT_INJECTION: "blocked",
     RefusalReason.JAILBREAK: "blocked",
     RefusalReason.HARMFUL_REQUEST: "blocked",
     RefusalReason.PII: "blocked",
+    RefusalReason.PERSONAL_DATA: "policy",
     RefusalReason.CREDENTIAL_REQUEST: "blocked",
-    RefusalReason.PAYMENT_DATA: "blocked",
-    RefusalReason.PROFANITY: "blocked",
+    RefusalReason.PAYMENT_DATA: "policy",
+    RefusalReason.PROFANITY: "policy",
     RefusalReason.UNSAFE_OUTPUT: "blocked",
     RefusalReason.OUT_OF_DOMAIN: "not_found",
     RefusalReason.NO_RELEVANT_DOCS: "not_found",

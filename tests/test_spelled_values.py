@@ -42,7 +42,8 @@ def test_spelled_values_are_personal_data(guard: InputGuard, text: str, kind: st
     [value] = list(iter_personal(text))
     assert value.kind == kind
     found = guard.check(text)
-    assert found is not None and found.reason is RefusalReason.PII and found.rule == f"pii.{kind}"
+    assert found is not None and found.reason is RefusalReason.PERSONAL_DATA
+    assert found.rule == f"personal_data.{kind}"
     assert value.key not in found.detail  # masked
 
 

@@ -5,7 +5,8 @@ Each entry names a module of `guards/` that defines `GUARD` (a `unit.GuardUnit`)
 guards run in this order after the shape check (empty / too long), and the first that refuses
 decides the reason: jailbreak before injection (its markers are the more specific, and a
 jailbreak usually also carries injection phrasing), attacks before the data rules (an attack
-that also carries a number is reported as the attack), the cheap rules before the model guards
+that also carries a number is reported as the attack; a lookup of someone's account by their
+e-mail is `privacy`'s attack, not `personal_data`'s policy refusal), the cheap rules before the model guards
 (the only ones that embed). Output guards run in their order on every answer.
 """
 
@@ -21,8 +22,8 @@ GUARDS: tuple[str, ...] = (
     "input.injection",
     "input.payment_data",
     "input.credentials",
-    "input.personal_data",
     "input.privacy",
+    "input.personal_data",
     "input.harmful",
     "input.profanity",
     "input.semantic",

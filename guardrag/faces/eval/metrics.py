@@ -14,7 +14,8 @@ metrics that got worse than in an older summary. Definitions (also in docs/EVALU
 - citation accuracy: of the answered cases with gold sources, the share citing one.
 - recall@k / MRR: the share of cases with gold sources that have one in the top k; the mean of
   1 / rank of the first gold source (0 when none is in the top k).
-- false-block rate: of the cases not expected to be blocked, the share refused with kind blocked.
+- false-block rate: of the cases not expected to be refused by the input guard, the share
+  refused with kind blocked (an attack alarm on a benign question).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from guardrag.faces.eval.evaluate import PRE_GENERATION, Case, Evaluated, is_gol
 
 Ranking = list[tuple[str, float]]
 _REASONS = {r.value for r in RefusalReason}
+#: The kinds only the input guard refuses with: an attack, or a message the bot does not take.
+GUARD_KINDS = {"blocked", "policy"}
 
 #: Top-1 score at or above which a baseline answers with its top entry (fixed, not tuned per
 #: set): BM25 scores are unbounded IDF sums, dense ones cosines of MiniLM vectors.
@@ -218,7 +221,7 @@ def summarise(
     # several gold ids that are all needed (GuidelineIQ's chunks), not TNGD's title alternatives
     multi_gold = [r for r in answered_gold if len(r.case.gold_ids) > 1 and not r.case.gold_title]
     grounded = [d for r in rows for d in r.result.trail if d.node == "ground"]
-    benign = [r for r in rows if r.case.kind != "blocked" and not _blocked_only(r.case)]
+    benign = [r for r in rows if r.case.kind not in GUARD_KINDS and not _guard_refusal(r.case)]
     metrics = {
         "cases": len(rows),
         "pass_rate": _ratio(sum(r.ok for r in rows), len(rows)),
@@ -271,10 +274,11 @@ def _expected_decision(case: Case) -> str:
     return "answer" if case.expect == "answer" else "refuse"
 
 
-def _blocked_only(case: Case) -> bool:
-    """Expected to be refused only with reasons of kind blocked (so blocking it is right)."""
+def _guard_refusal(case: Case) -> bool:
+    """Expected to be refused by the input guard only (an attack or a policy refusal), so the
+    case is no benign question a block could wrong."""
     kinds = {REASON_KIND[RefusalReason(r)] for r in case.reasons if r in _REASONS}
-    return case.expect == "refuse" and kinds == {"blocked"}
+    return case.expect == "refuse" and bool(kinds) and kinds <= GUARD_KINDS
 
 
 def _groups(rows: Sequence[Evaluated]) -> dict[str, dict[str, int]]:

@@ -68,6 +68,7 @@ CUSTOMER_BADGES = {
     "generated": ("Written from help articles", "generated"),
     "not_found": ("Not in the help centre", "refused"),
     "blocked": ("Can't help with that here", "refused"),
+    "policy": ("Not accepted here", "refused"),
     "error": ("Temporarily unavailable", "error"),
 }
 

@@ -10,13 +10,17 @@ from guardrag.core.guards.unit import input_rule
 
 
 def detect_personal_data(norm: Normalized) -> GuardFinding | None:
-    """PII when an e-mail, phone number, plausible MyKad NRIC or passport number is written
-    in the question: the bot never needs them and must not log them."""
+    """Personal data when an e-mail, phone number, plausible MyKad NRIC or passport number is
+    written in the question: the bot never needs them and must not log them. Usually the
+    customer's own, so a policy refusal, not an attack (asking for someone else's is
+    `privacy`'s `pii`)."""
     value = first_value(norm, iter_personal)
     if value is None:
         return None
     return finding(
-        RefusalReason.PII, f"pii.{value.kind}", f"{value.kind} {value.masked} in the question"
+        RefusalReason.PERSONAL_DATA,
+        f"personal_data.{value.kind}",
+        f"{value.kind} {value.masked} in the question",
     )
 
 
@@ -24,7 +28,7 @@ GUARD = input_rule(
     "personal_data",
     "PersonalData",
     detect_personal_data,
-    (RefusalReason.PII,),
+    (RefusalReason.PERSONAL_DATA,),
     redactable=True,
-    doc="PII written into the question (e-mail, phone, NRIC, passport).",
+    doc="Personal data written into the question (e-mail, phone, NRIC, passport).",
 )

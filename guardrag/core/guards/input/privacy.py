@@ -178,6 +178,19 @@ WHEREABOUTS = re.compile(
     _F,
 )
 
+# "find the account for siti@example.com", "the address of the person with NRIC 9001...":
+# someone found from an identifier the question gives (an e-mail, phone or ID number). The
+# customer's own ("my account with phone 012...") is not a lookup: `personal_data` refuses it.
+LOOKUP_BY_ID = re.compile(
+    r"\b(?:find|look ?up|search|check|show|tell me|give me|get|what(?:'s| is| are)|who is|"
+    r"trace|track|identify|pull up|reveal)\s+(?:(?!my\b|our\b|me\b|mine\b)\S+\s+){0,4}?"
+    r"(?:account|person|customer|user|owner|holder|member|name|address|details|balance)\s+"
+    r"(?:for|of|with|behind|under|using|linked to|belonging to|registered (?:to|with|under))\s+"
+    r"(?:(?:the|this|that|e-?mail|address|phone|mobile|number|nric|ic|mykad|passport)\s+){0,3}"
+    r"(?=\S+@\S+\.\w|\+?\d[\d -]{6,}\d)",
+    _F,
+)
+
 RULES: tuple[Rule, ...] = (
     Rule("pii.bulk_data", BULK_DATA),
     Rule("pii.bulk_data", BULK_OF),
@@ -186,6 +199,7 @@ RULES: tuple[Rule, ...] = (
     Rule("pii.third_party_data_ms", MS_ATTRIBUTE),
     Rule("pii.third_party_earnings", EARNINGS),
     Rule("pii.identify_owner", WHO_OWNS),
+    Rule("pii.lookup_by_identifier", LOOKUP_BY_ID),
     Rule("pii.whereabouts", WHEREABOUTS),
     Rule("pii.staff_data", STAFF_PRIVATE),
     Rule("pii.staff_data", STAFF_HOME),
