@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import gradio as gr
 import httpx
@@ -15,7 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from guardrag.config.settings import Settings
-from guardrag.contract import Citation, Decision, Refusal, RefusalReason, Result
+from guardrag.contract import Citation, Decision, Refusal, RefusalKind, RefusalReason, Result
 from guardrag.core.audit import AuditSink, SQLiteAuditStore
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.server import ServerStore
@@ -36,6 +36,7 @@ from guardrag.faces.ui.chat import (
 )
 from guardrag.faces.ui.common import (
     CSS,
+    CUSTOMER_BADGES,
     DENIED,
     ERROR_MESSAGE,
     STOPPED,
@@ -327,6 +328,13 @@ def test_format_result_refusal_badge() -> None:
         '<span class="route-badge route-refused">Not in the help centre</span>'
     )
     assert "`out_of_domain` (not_found, at `classify`)" in why_markdown(result)
+
+
+def test_every_refusal_kind_has_a_plain_badge() -> None:
+    """A policy refusal (the customer's own card number) reads differently from an attack."""
+    for kind in get_args(RefusalKind):
+        assert kind in CUSTOMER_BADGES and kind not in CUSTOMER_BADGES[kind][0]
+    assert CUSTOMER_BADGES["policy"][0] != CUSTOMER_BADGES["blocked"][0]
 
 
 def test_helpers() -> None:
