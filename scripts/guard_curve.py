@@ -7,9 +7,9 @@ the learned injection classifier's deciding score, on the visible sets.
 Every row of a set is read once by the whole input guard without its learned classifier (the
 rules and the semantic detector) and once by the classifier alone (its deciding score: MPNet's
 when MiniLM's score reaches the band, else MiniLM's below its own threshold counts as a pass).
-A threshold `t` flags a row when the rest of the guard refuses it or the deciding score
-reaches `t`; every input-guard refusal is of kind `blocked`, so a benign row flagged is a false
-alarm. The shipped threshold is marked. `--rules` lists which rule refused each benign row.
+A threshold `t` flags a row when the rest of the guard refuses it as an attack (kind
+`blocked`; a `policy` refusal of the asker's own data is no alarm) or the deciding score
+reaches `t`, so a benign row flagged is a false alarm. The shipped threshold is marked. `--rules` lists which rule refused each benign row.
 
 Sets (`<repo>/../shared/data` or GUARDRAG_SHARED_DATA; a missing one is skipped): attacks:
 deepset injections (train, in the classifier's fit, and test, held out), Giskard, XSTest
@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 from _guard_data import read_requests  # noqa: E402
 from score_guards import data_dir, load_giskard, load_xstest  # noqa: E402
 
+from guardrag.contract import REASON_KIND  # noqa: E402
 from guardrag.core.guards import InputGuard  # noqa: E402
 from guardrag.core.guards.shared.learned import _ASKS_FOR_ADVICE, sentences  # noqa: E402
 from guardrag.core.guards.shared.normalize import normalize  # noqa: E402
@@ -110,10 +111,12 @@ def question_sets() -> dict[str, list[str]]:
 
 
 def count_blocked(guard: InputGuard) -> None:
-    """Real questions refused by the whole input guard, per set, with the rule."""
+    """Real questions refused by the whole input guard as attacks (kind `blocked`), per set,
+    with the rule; refusals of kind `policy` (the asker's own data) are counted apart."""
     for name, texts in question_sets().items():
         found = [(t, f) for t in texts if (f := guard.check(t, 100_000)) is not None]
-        print(f"  {name:<34} blocked {len(found)}/{len(texts)}")
+        policy = sum(REASON_KIND[f.reason] == "policy" for _, f in found)
+        print(f"  {name:<34} blocked {len(found) - policy}/{len(texts)} (policy {policy})")
         for text, f in found:
             print(f"    [{f.rule} {f.score:.2f}] {' '.join(text.split())[:110]}")
 
@@ -155,7 +158,8 @@ def read_sets(
             for text in texts:
                 vector = np.asarray(learned.embedder.embed([text])[0], dtype=np.float32)
                 found = guard.check(text, 100_000, vector=vector)
-                rows.append((found.rule if found else None, deciding_score(guard, text, vector)))
+                rule = found.rule if found and REASON_KIND[found.reason] == "blocked" else None
+                rows.append((rule, deciding_score(guard, text, vector)))
             out[name] = rows
     finally:
         del learned.detect
