@@ -109,7 +109,7 @@ MS_CREDENTIAL = re.compile(
     # An imperative, not "bolehkah saya kongsi OTP ..." (may I share my OTP: a safety question).
     r"(?<!saya )(?<!aku )(?<!kami )(?<!boleh )(?<!bolehkah )(?<!patut )(?<!perlu )(?<!perlukah )"
     r"(?<!jangan )(?<!tidak )(?<!tak )(?<!nak )(?<!untuk )"
-    r"\b(?:beritahu|berikan|bagi|hantar|"
+    r"\b(?:beritahu|berikan|beri(?=\s+(?:saya|aku|kami)\b)|bagi|hantar|"
     r"tunjukkan|kongsi(?:kan)?|hantarkan)\s+(?:saya|aku|kami)?\s*(?:\S+\s+){0,3}?(?:pin|kata "
     r"laluan|otp|tac|kod (?:otp|tac|pengesahan|keselamatan))\b|\b(?:pin|kata laluan|otp|tac)\s+"
     r"(?:akaun\s+)?(?:orang lain|pengguna lain|dia|mereka|(?:isteri|suami|kawan|jiran|abang|kakak|"
