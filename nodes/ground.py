@@ -28,6 +28,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
+from guardrag.core import verbatim
 from guardrag.core.grounding import (
     GroundingReport,
     Passage,
@@ -232,8 +233,8 @@ def _fallback(
     if not run.grounding_fallback_to_faq or not ranked:
         return None
     top = ranked[0]
-    lead = top.score - ranked[1].score if len(ranked) > 1 else 1.0
-    leads = top.score >= threshold and lead >= run.faq_margin
+    lead = verbatim.lead([c.score for c in ranked[:2]])
+    leads = verbatim.answers_verbatim(True, top.score, lead, threshold, run.faq_margin)
     why = f"it leads the runner-up by {lead:.3f} >= faq_margin {run.faq_margin}"
     if top.is_faq:
         return (top, why) if leads else None

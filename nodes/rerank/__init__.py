@@ -37,6 +37,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
+from guardrag.core import verbatim
 from guardrag.core.kb.stats import point_text
 from guardrag.core.rerank import (
     FusedReranker,
@@ -91,12 +92,12 @@ class _Deciding:
 
     @property
     def lead(self) -> float:
-        return self.best.score - (self.ranked[1].score if len(self.ranked) > 1 else 0.0)
+        return verbatim.lead([c.score for c in self.ranked[:2]])
 
     @property
     def confident(self) -> bool:
-        best, run = self.best, self.run
-        return best.is_faq and best.score >= self.threshold and self.lead >= run.faq_margin
+        best, margin = self.best, self.run.faq_margin
+        return verbatim.answers_verbatim(best.is_faq, best.score, self.lead, self.threshold, margin)
 
 
 def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:

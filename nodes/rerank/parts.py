@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from guardrag.config.messages import UNCOVERED_PART
 from guardrag.config.run_config import RunConfig
+from guardrag.core import verbatim
 from guardrag.core.text import content_words
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import NodeRuntime, decide
@@ -36,10 +37,10 @@ def decide_parts(
             continue  # the previous question joined to a follow-up: context, not asked now
         ranked = dedupe(score(part, state["kb"], candidates, run, runtime)[0]) if candidates else []
         best = ranked[0] if ranked else None
-        lead = best.score - ranked[1].score if best and len(ranked) > 1 else 1.0
+        lead = verbatim.lead([c.score for c in ranked[:2]])
         if best is None or best.score < run.min_relevance:
             found.append(Part(part, best, "absent"))
-        elif best.is_faq and best.score >= threshold and lead >= run.faq_margin:
+        elif verbatim.answers_verbatim(best.is_faq, best.score, lead, threshold, run.faq_margin):
             found.append(Part(part, best, "confident"))
         else:
             found.append(Part(part, best, "unsure"))

@@ -31,6 +31,7 @@ import numpy as np
 from langgraph.runtime import Runtime
 
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
+from guardrag.core import verbatim
 from guardrag.core.rerank import answers_in_kind
 from guardrag.faces.eval.evaluate import Evaluated, is_gold
 from guardrag.faces.eval.metrics import pending_llm
@@ -138,7 +139,7 @@ def features(
         f["ranked"][i] = True
         top = trace.ranked[0]
         best[i] = top.score
-        lead[i] = top.score - (trace.ranked[1].score if len(trace.ranked) > 1 else 0.0)
+        lead[i] = verbatim.lead([c.score for c in trace.ranked[:2]])
         f["top_faq"][i] = top.is_faq
         several = any(d.node == "rerank" and "parts" in d.detail for d in result.trail)
         opinion = (
@@ -209,13 +210,13 @@ def simulate(feat: Features, grid: Mapping[str, Sequence[float]]) -> dict[str, n
         j = feat.grounding_grid.index(threshold) if len(feat.grounding_grid) > 1 else 0
         drafted_ok = feat.grounded[:, j] & ~feat.no_generation
         for mi, margin in enumerate(grid["faq_margin"]):
-            verbatim = reach[:, :, None, :] & (
-                (feat.top_faq & (feat.lead >= margin) & (feat.best >= faq))
+            served = reach[:, :, None, :] & (
+                verbatim.answers_verbatim(feat.top_faq, feat.best, feat.lead, faq, margin)
                 | (feat.second_lead >= margin)
             )  # (D, R, F, n)
-            generated = reach[:, :, None, :] & ~verbatim
-            answered = (verbatim | (generated & drafted_ok)) & judged
-            correct = (verbatim & feat.top_ok) | (generated & drafted_ok & feat.grounded_ok[:, j])
+            generated = reach[:, :, None, :] & ~served
+            answered = (served | (generated & drafted_ok)) & judged
+            correct = (served & feat.top_ok) | (generated & drafted_ok & feat.grounded_ok[:, j])
             n_correct = (correct & judged).sum(-1) + exact_ok[:, None, None]
             out["correct"][gi, mi] = n_correct
             out["wrong"][gi, mi] = answered.sum(-1) + exact_all[:, None, None] - n_correct

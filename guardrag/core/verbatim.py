@@ -1,0 +1,40 @@
+"""The verbatim rule: when a ranked FAQ entry answers a question word for word, with no model.
+
+An FAQ entry is served verbatim when it scores at least the KB's calibrated threshold and leads
+the runner-up by `faq_margin`: rerank (whole questions and each part of a several-part one),
+ground's fallback from a failed draft and the calibration grid all ask these two functions, so
+the rule is written once. The calibration grid passes numpy arrays (one element per question).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, overload
+
+import numpy as np
+
+
+def lead(scores: Sequence[float]) -> float:
+    """How far the best of `scores` (best first) is ahead of the runner-up; a lone candidate
+    leads by its whole score (nothing else was found)."""
+    if not scores:
+        return 0.0
+    return scores[0] - (scores[1] if len(scores) > 1 else 0.0)
+
+
+@overload
+def answers_verbatim(
+    is_faq: bool, score: float, lead: float, threshold: float, margin: float
+) -> bool: ...
+@overload
+def answers_verbatim(
+    is_faq: np.ndarray,
+    score: np.ndarray,
+    lead: np.ndarray,
+    threshold: float | np.ndarray,
+    margin: float,
+) -> np.ndarray: ...
+def answers_verbatim(is_faq: Any, score: Any, lead: Any, threshold: Any, margin: float) -> Any:
+    """Whether the top entry answers verbatim: an FAQ entry at or above the KB's threshold that
+    leads the runner-up by `margin` (bools, or numpy arrays of them, in and out)."""
+    return is_faq & (score >= threshold) & (lead >= margin)
