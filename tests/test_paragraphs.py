@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from guardrag.config.settings import Settings
+from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.paragraphs import named_paragraphs, paragraph_map, references
 from guardrag.core.kb.readers import load_entries
@@ -65,14 +66,22 @@ def test_the_map_holds_each_numbered_paragraph_s_chunk(tmp_path: Path) -> None:
     assert named_paragraphs("X-ray [1.2.4]", f"{chunk.text} (see 1.2.4)", numbered) == []
 
 
+def _ask(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path, draft: str, question: str
+) -> tuple[Result, str]:
+    """The pipeline's result over the drawn guideline with a model that drafts `draft`, and its
+    trail as text for failure messages."""
+    path = _guideline(tmp_path / "xg1.pdf")
+    with document_bot(settings, embedder, path, "xg1", draft) as bot:
+        result = bot.ask(question, "xg1")
+    return result, "\n".join(f"{d.node} {d.verdict} {d.reason} {d.detail}" for d in result.trail)
+
+
 def test_a_quoted_table_row_is_cited_by_the_paragraph_it_names_first(
     settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    path = _guideline(tmp_path / "xg1.pdf")
     wrong = "People coughing up blood need a chest X-ray within 6 weeks [1]."
-    with document_bot(settings, embedder, path, "xg1", wrong) as bot:
-        result = bot.ask(QUESTION, "xg1")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason} {d.detail}" for d in result.trail)
+    result, steps = _ask(settings, embedder, tmp_path, wrong, QUESTION)
     assert result.route == "quoted", steps
     assert result.answer.endswith(
         "Coughing up blood, 40 and over | Lung | Chest X-ray within 2 weeks [1.2.3]"
@@ -84,11 +93,8 @@ def test_a_quoted_table_row_is_cited_by_the_paragraph_it_names_first(
 def test_a_written_answer_from_the_row_renumbers_its_marker(
     settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    path = _guideline(tmp_path / "xg1.pdf")
     right = "People aged 40 and over coughing up blood need a chest X-ray within 2 weeks [1]."
-    with document_bot(settings, embedder, path, "xg1", right) as bot:
-        result = bot.ask(QUESTION, "xg1")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason} {d.detail}" for d in result.trail)
+    result, steps = _ask(settings, embedder, tmp_path, right, QUESTION)
     assert result.route == "generated", steps
     assert [c.label for c in result.citations] == ["XG1 p.2 (1.2.3)", "XG1 p.3"], steps
     assert result.answer.endswith("within 2 weeks [2].")  # still the table row it drew on
@@ -97,11 +103,9 @@ def test_a_written_answer_from_the_row_renumbers_its_marker(
 def test_a_number_the_document_has_no_paragraph_for_changes_nothing(
     settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    path = _guideline(tmp_path / "xg1.pdf")
     wrong = "A hoarse voice at 45 needs a specialist within 9 days [1]."
-    with document_bot(settings, embedder, path, "xg1", wrong) as bot:
-        result = bot.ask("Hoarse voice at 45 and over: what action?", "xg1")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason} {d.detail}" for d in result.trail)
+    question = "Hoarse voice at 45 and over: what action?"
+    result, steps = _ask(settings, embedder, tmp_path, wrong, question)
     assert result.route == "quoted", steps
     assert result.answer.endswith("Hoarse voice, 45 and over | Larynx | See a specialist [1.9.9]")
     assert [c.label for c in result.citations] == ["XG1 p.3"], steps
