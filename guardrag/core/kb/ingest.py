@@ -21,6 +21,7 @@ from guardrag.core.embedder import Embedder, remembering
 from guardrag.core.kb.calibration import KEY as CALIBRATION
 from guardrag.core.kb.calibration import Calibration, calibrate
 from guardrag.core.kb.entries import Entry
+from guardrag.core.kb.paragraphs import numbered
 from guardrag.core.kb.quarantine import quarantine
 from guardrag.core.kb.readers import IngestLimits, load_entries
 from guardrag.core.kb.stats import KBStats, point_text
@@ -268,7 +269,8 @@ def _ingest(
     ]
     report.removed = len(previous) - len(kept) - report.unchanged - report.updated
     report.total = len(kept) + len(entries)
-    report.kind, titles = kb_kind([*(e.payload() for e in entries), *(p.payload for p in kept)])
+    payloads = [*(e.payload() for e in entries), *(p.payload for p in kept)]
+    report.kind, titles = kb_kind(payloads)
     report.snapshot_id = snapshot_id(
         [
             *((p.id, p.payload["content_hash"]) for p in kept),
@@ -288,7 +290,7 @@ def _ingest(
             if fallback_url is not None
             else (old_info.fallback_url if old_info else None),
             updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            extra={**screened.extra, KIND: report.kind, DOCUMENTS: titles},
+            extra={**screened.extra, KIND: report.kind, DOCUMENTS: titles, **numbered(payloads)},
         ),
     )
     faqs = [(pid, e.title, e.text) for pid, e in keyed if e.kind == "faq"] + [
