@@ -6,9 +6,11 @@ answer comes from names a numbered paragraph of its own document (a table row en
 "[1.4.1]", a sentence about "recommendation 1.4.1"; guardrag.core.kb.paragraphs), that
 paragraph's chunk is cited first, labelled with its number ("NG12 p.16 (1.4.1)"), and the
 passage itself after it: the paragraph is what the document states and where a reader checks
-it (its full conditions, its context); the passage is where the answer's words are. A model's
-"[n]" markers are renumbered to match. A number the document has no paragraph for changes
-nothing.
+it (its full conditions, its context); the passage is where the answer's words are. A named
+paragraph that does not state every figure of the answer (an update note naming the
+paragraphs it amended) is cited after the passage instead, so the first citation always
+holds the answer's figures. A model's "[n]" markers are renumbered to match. A number the
+document has no paragraph for changes nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.contract import Citation
-from guardrag.core.kb.paragraphs import PARAGRAPHS, named_paragraphs
+from guardrag.core.kb.paragraphs import PARAGRAPHS, named_paragraphs, states_figures
 from guardrag.graph.state import PipelineState, Turn
 from guardrag.nodes.common import NodeRuntime, decide
 
@@ -33,12 +35,12 @@ def respond(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) 
     update: dict[str, Any] = {}
     detail: dict[str, Any] = {}
     try:
-        named = _named(state, runtime)
+        named, later = _named(state, runtime)
     except Exception as exc:  # a citation lookup never costs the answer
         log.error("respond: paragraph lookup failed (%s: %s)", type(exc).__name__, exc)
-        named = []
+        named, later = [], set()
     if named:
-        update = _cited_first(state, named)
+        update = _cited_first(state, named, later)
         detail["named_paragraphs"] = [c.label for c in named]
     answer = update.get("answer", state.get("answer", ""))
     return {
@@ -48,15 +50,17 @@ def respond(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) 
     }
 
 
-def _named(state: PipelineState, runtime: NodeRuntime) -> list[Citation]:
-    """Citations of the numbered paragraphs the answer's cited passages name, in order."""
+def _named(state: PipelineState, runtime: NodeRuntime) -> tuple[list[Citation], set[str]]:
+    """Citations of the numbered paragraphs the answer's cited passages name, in order, and
+    those of them to cite after the passages (they do not state the answer's figures)."""
     citations = state.get("citations") or []
+    later: set[str] = set()
     if not citations or not state.get("answer"):
-        return []
+        return [], later
     info = runtime.context.store.kb_info(state["kb"])
     documents = info.extra.get(PARAGRAPHS) if info else None
     if not documents:
-        return []
+        return [], later
     by_id = {str(p.payload.get("source_id", p.id)): p for p in state.get("passages") or []}
     found: dict[str, Citation] = {}
     for citation in citations:
@@ -80,15 +84,19 @@ def _named(state: PipelineState, runtime: NodeRuntime) -> list[Citation]:
                     score=citation.score,
                     label=f"{label} ({number})",
                 )
-    return list(found.values())
+                if not states_figures(state["answer"], str(payload.get("text") or "")):
+                    later.add(source_id)
+    return list(found.values()), later
 
 
-def _cited_first(state: PipelineState, named: list[Citation]) -> dict[str, Any]:
-    """The citations with `named` first; a written answer's [n] markers follow its passages."""
+def _cited_first(state: PipelineState, named: list[Citation], later: set[str]) -> dict[str, Any]:
+    """The citations with `named` first (those in `later` after the passages); a written
+    answer's [n] markers follow its passages."""
     citations = state.get("citations") or []
-    first = {c.source_id for c in named}
-    rest = [c for c in citations if c.source_id not in first]
-    ordered = [*named, *rest]
+    added = {c.source_id for c in named}
+    rest = [c for c in citations if c.source_id not in added]
+    first = [c for c in named if c.source_id not in later]
+    ordered = [*first, *rest, *(c for c in named if c.source_id in later)]
     update: dict[str, Any] = {"citations": ordered}
     if state.get("route") == "generated":  # quoted text is the document's own: never rewritten
         position = {c.source_id: n for n, c in enumerate(ordered, start=1)}

@@ -9,7 +9,12 @@ from pathlib import Path
 from guardrag.config.settings import Settings
 from guardrag.contract import Result
 from guardrag.core.embedder import OnnxEmbedder
-from guardrag.core.kb.paragraphs import named_paragraphs, paragraph_map, references
+from guardrag.core.kb.paragraphs import (
+    named_paragraphs,
+    paragraph_map,
+    references,
+    states_figures,
+)
 from guardrag.core.kb.readers import load_entries
 from tests.documents import Grid, Line, make_pdf
 from tests.test_pipeline import document_bot
@@ -64,6 +69,16 @@ def test_the_map_holds_each_numbered_paragraph_s_chunk(tmp_path: Path) -> None:
     assert named_paragraphs("See a specialist.", table.text, numbered) == []
     # a numbered paragraph's own cross-references are not restatements
     assert named_paragraphs("X-ray [1.2.4]", f"{chunk.text} (see 1.2.4)", numbered) == []
+
+
+def test_a_paragraph_goes_first_only_when_it_states_every_figure_of_the_answer() -> None:
+    """An update note naming the paragraphs it amended holds figures they do not: the first
+    citation must be where a reader finds the answer's figures."""
+    paragraph = "1.2.3 Offer an urgent chest X-ray (within 2 weeks) to people aged 40 and over."
+    assert states_figures("Chest X-ray within 2 weeks [1.2.3], aged 40 and over [2].", paragraph)
+    assert states_figures("Offer an urgent chest X-ray.", paragraph)  # no figure to hold
+    assert not states_figures("Recommendation 1.2.3 now uses a 3% threshold.", paragraph)
+    assert not states_figures("A chest X-ray within 6 weeks.", paragraph)
 
 
 def _ask(

@@ -88,9 +88,13 @@ def references(text: str) -> list[str]:
     return list(named)
 
 
+def _own_text(unit: str) -> str:
+    """A unit's text; a table row's own cells only (every row shares caption and header)."""
+    return unit.splitlines()[-1] if CELL in unit else unit
+
+
 def _own_words(unit: str) -> set[str]:
-    """A unit's words; a table row's own cells only (every row shares caption and header)."""
-    return set(content_words(unit.splitlines()[-1] if CELL in unit else unit))
+    return set(content_words(_own_text(unit)))
 
 
 def _drawn_unit(answer: str, passage: str) -> str | None:
@@ -122,3 +126,24 @@ def named_paragraphs(answer: str, passage: str, numbered: Mapping[str, str]) -> 
         unit = _drawn_unit(answer, passage)
         named = [n for n in references(unit) if n in in_passage] if unit else []
     return named[:MOST_NAMED]
+
+
+#: Citation markers and paragraph tags ("[2]", "[1.4.1]") are no figures of an answer.
+_BRACKETS = re.compile(r"\[[^\]]*\]")
+
+
+def states_figures(answer: str, paragraph: str) -> bool:
+    """Whether `paragraph` states every figure `answer` states (an age, a threshold, a time
+    frame; of a quoted table row, its own cells): only then is it cited first. A paragraph an
+    update note names ("recommendations 1.2.1 and 1.2.7 were amended") need not hold the
+    note's figures, and the first citation is where a reader checks them."""
+    from guardrag.core.grounding.numbers import (  # lazy: grounding is slow to import
+        extract_mentions,
+        same_fact,
+    )
+
+    stated = extract_mentions(_BRACKETS.sub(" ", paragraph))
+    return all(
+        any(same_fact(figure, held) for held in stated)
+        for figure in extract_mentions(_BRACKETS.sub(" ", _own_text(answer)))
+    )
