@@ -156,6 +156,16 @@ def units(text: str) -> list[str]:
     return [p for s in split_sentences(text) for p in (run_ons(s) or [s])]
 
 
+def scanned_texts(texts: Sequence[str]) -> list[str]:
+    """What `ForeignSentences.scan` embeds of entries with these texts: the pieces of each
+    entry of more than one sentence, once each."""
+    return list(
+        dict.fromkeys(
+            piece for text in texts if not says_one_thing(text) for _, piece in pieces(text)
+        )
+    )
+
+
 def vocabulary(entries: Sequence[tuple[str, str]]) -> KBVocabulary:
     """The words of a KB's (title, text) entries (`guards/ingest/novelty.py`)."""
     return KBVocabulary((title, units(text)) for title, text in entries)
