@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -124,35 +122,3 @@ def test_remembering_wraps_an_embedder_without_weak_references(embedder: OnnxEmb
     slotted = Slotted(embedder)
     with remembering(slotted).session(wanted=TEXTS[:1]) as memo:
         np.testing.assert_allclose(memo.embed(TEXTS[:1]), embedder.embed(TEXTS[:1]), atol=1e-5)
-
-
-def test_texts_embedded_ahead_are_embedded_once_with_the_same_vectors(
-    embedder: OnnxEmbedder,
-) -> None:
-    recording = Recording(embedder)
-    memo = Remembering(recording)
-    with memo.ahead(TEXTS[:3]):
-        got = memo.embed(TEXTS)  # waits for the ones under way, embeds the fourth itself
-        again = memo.embed(TEXTS[:3])
-    np.testing.assert_allclose(got, embedder.embed(TEXTS), atol=1e-5)
-    np.testing.assert_array_equal(again, got[:3])
-    assert sorted(recording.texts) == sorted(TEXTS)  # each text reached the model once
-    memo.embed(TEXTS[:1])  # the session closed: nothing is kept any more
-    assert recording.texts.count(TEXTS[0]) == 2
-
-
-def test_leaving_ahead_drops_what_was_not_started(embedder: OnnxEmbedder) -> None:
-    class Slow(Recording):
-        def embed(self, texts: list[str]) -> np.ndarray:
-            started.wait(5)
-            return super().embed(texts)
-
-    started = threading.Event()
-    recording = Slow(embedder)
-    memo = Remembering(recording)
-    many = [f"text number {i}" for i in range(200)]  # several slices
-    with memo.ahead(many):
-        started.set()
-    assert len(recording.texts) < len(many)  # the slices not begun were dropped
-    with memo.session():
-        memo.embed(many[:1])  # nothing pending is left behind: a plain call embeds it

@@ -15,7 +15,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -34,8 +34,6 @@ BATCH_TOKENS = 512
 MAX_BATCH = 64
 #: Vectors a `Remembering` embedder keeps at most (1.5 KB each).
 REMEMBERED = 65_536
-#: Texts `Remembering.ahead` hands the model per call (ordered by length: closer groups).
-AHEAD_SLICE = 64
 
 
 class EmbedderUnavailable(GuardragError, RuntimeError):
@@ -210,8 +208,6 @@ class Remembering:
         self._kept: dict[str, np.ndarray] = {}
         self._added = 0  # vectors kept: `limit` bounds it
         self._sessions = 0
-        self._pending: dict[str, Future[dict[str, np.ndarray]]] = {}  # `ahead`, not yet done
-        self._ahead: ThreadPoolExecutor | None = None
         self.reused = 0  # texts served from memory (benchmarks and tests read it)
 
     @contextmanager
@@ -236,60 +232,6 @@ class Remembering:
                 self._sessions -= 1
                 if not self._sessions:
                     self._wanted, self._kept, self._added = set(), {}, 0
-                    self._pending = {}
-                    if self._ahead is not None:  # texts nobody asked for any more: not embedded
-                        self._ahead.shutdown(wait=False, cancel_futures=True)
-                        self._ahead = None
-
-    @contextmanager
-    def ahead(self, texts: Iterable[str]) -> Iterator[Remembering]:
-        """A session that starts embedding `texts` in the background and keeps their vectors
-        like wanted ones: the model works while the caller does plain Python (the ingest
-        screen's rules). A text asked for while it is pending waits for it instead of being
-        embedded twice; the vectors are the ones a direct call gives. On leaving, texts not
-        started are dropped and the slice being embedded is waited for."""
-        with self.session():
-            futures = self._submit(texts)
-            try:
-                yield self
-            finally:
-                for future in futures:
-                    future.cancel()
-                wait(futures)
-                with self._lock:
-                    for text in [t for t, f in self._pending.items() if f in futures]:
-                        del self._pending[text]
-
-    def _submit(self, texts: Iterable[str]) -> set[Future[dict[str, np.ndarray]]]:
-        with self._lock:
-            todo = [
-                t for t in dict.fromkeys(texts) if t not in self._kept and t not in self._pending
-            ]
-            todo = sorted(todo[: max(0, self.limit - self._added - len(self._pending))], key=len)
-            if not todo:
-                return set()
-            self._wanted.update(todo)
-            if self._ahead is None:
-                self._ahead = ThreadPoolExecutor(1, "embed-ahead")
-            futures = set()
-            for start in range(0, len(todo), AHEAD_SLICE):
-                part = todo[start : start + AHEAD_SLICE]
-                future = self._ahead.submit(self._fill, part)
-                self._pending.update(dict.fromkeys(part, future))
-                futures.add(future)
-            return futures
-
-    def _fill(self, texts: list[str]) -> dict[str, np.ndarray]:
-        """Embed one slice of `ahead` texts and keep their vectors."""
-        found = {t: row.copy() for t, row in zip(texts, self.inner.embed(texts), strict=True)}
-        with self._lock:
-            for text, row in found.items():
-                if self._pending.pop(text, None) is None:
-                    continue  # the session closed meanwhile: nobody wants it
-                if text not in self._kept and self._added < self.limit:
-                    self._kept[text] = row
-                    self._added += 1
-        return found
 
     @property
     def inner(self) -> Embedder:
@@ -301,14 +243,8 @@ class Remembering:
     def embed(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             kept = {t: self._kept[t] for t in texts if t in self._kept}
-            waiting = {t: self._pending[t] for t in texts if t not in kept and t in self._pending}
-        if not kept and not waiting and not self._wanted:
+        if not kept and not self._wanted:
             return self.inner.embed(texts)
-        for text, future in waiting.items():
-            try:
-                kept[text] = future.result()[text]
-            except Exception:  # cancelled or failed in the background: embedded below
-                continue
         todo = list(dict.fromkeys(t for t in texts if t not in kept))
         fresh = self.inner.embed(todo) if todo else np.zeros((0, self.dim), dtype=np.float32)
         found = dict(zip(todo, fresh, strict=True))

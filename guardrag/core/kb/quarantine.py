@@ -28,14 +28,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from guardrag.core.embedder import Embedder, remembering
+from guardrag.core.embedder import Embedder
 from guardrag.core.guards import scan_passage
 from guardrag.core.guards.ingest.foreign import (
     PASSAGE_INJECTION,
     PASSAGE_MODEL,
-    SCAN_BATCH,
     foreign_detector,
-    scanned_texts,
     vocabulary,
 )
 from guardrag.core.guards.output.invariants import (
@@ -58,9 +56,6 @@ QUARANTINED, RELEASED, ALLOWED, ALLOWED_FROM, SCREENED_BY = (
     "allowed_domains_from",
     "screened_by",
 )
-#: Entries whose sentences are embedded ahead, while the rules run (the vectors are kept until
-#: the ingest ends: ~1.5 KB a sentence).
-AHEAD_ENTRIES = 2 * SCAN_BATCH
 
 
 def screener_version() -> str:
@@ -171,56 +166,10 @@ def quarantine(
     }
     rescreen = extra.get(SCREENED_BY) != screener_version()
 
-    # Entries the foreign-sentence scan may read: their sentences are embedded in the
-    # background while the rules below (plain Python) run; the vectors are the same either way.
-    maybe = [
-        e.text
-        for e in entries
-        if _key_of(e) not in released_keys
-        and _key_of(e) not in held_before
-        and (rescreen or _key_of(e) not in vetted)
-    ]
-    memo = remembering(embedder)
-    with memo.ahead(scanned_texts(maybe[:AHEAD_ENTRIES])):
-        held, to_scan = _by_rules(entries, allowed, released_keys, held_before, vetted, rescreen)
-        found = _foreign(entries, to_scan, other, memo)
-    held.update(found)
-    screening = Screening(
-        kept=[e for i, e in enumerate(entries) if i not in held],
-        held=[(entries[i], held[i]) for i in sorted(held)],
-        allowed=allowed,
-        allowed_from=allowed_from,
-        released=released,
-        earlier=[
-            r for r in extra.get(QUARANTINED, []) if r.get("source_file") not in ingested_files
-        ],
-    )
-    if allowed:
-        for entry in screening.kept:
-            for link in foreign_links(entry.text, allowed):
-                screening.unlisted.setdefault(link.host, []).append(entry.source_id)
-    _warn(screening)
-    return screening
-
-
-def _key_of(entry: Entry) -> tuple[str, str]:
-    return entry.source_id, entry.content_hash
-
-
-def _by_rules(
-    entries: list[Entry],
-    allowed: list[str],
-    released_keys: set[tuple[str, str]],
-    held_before: Mapping[tuple[str, str], Mapping[str, Any]],
-    vetted: set[tuple[str, str]],
-    rescreen: bool,
-) -> tuple[dict[int, Hold], list[int]]:
-    """Entries held by the rules and the invariants (or held when served before), and the
-    indices of those the foreign-sentence scan still has to read."""
     held: dict[int, Hold] = {}
     to_scan: list[int] = []
     for i, entry in enumerate(entries):
-        key = _key_of(entry)
+        key = (entry.source_id, entry.content_hash)
         if key in released_keys:
             continue
         if key in held_before:
@@ -241,14 +190,6 @@ def _by_rules(
             held[i] = Hold(found.rule, found.detail)
         elif rescreen or key not in vetted:
             to_scan.append(i)
-    return held, to_scan
-
-
-def _foreign(
-    entries: list[Entry], to_scan: list[int], other: list[Point], embedder: Embedder
-) -> dict[int, Hold]:
-    """Entries among `to_scan` holding a sentence that does not belong (`guards.foreign`)."""
-    held: dict[int, Hold] = {}
     if to_scan:
         topic = [e.title for e in entries] + [str(p.payload.get("title", "")) for p in other]
         pairs = [(entries[i].title, entries[i].text) for i in to_scan]
@@ -262,7 +203,22 @@ def _foreign(
         for i, foreign in zip(to_scan, scanned, strict=True):
             if foreign is not None:
                 held[i] = Hold(foreign.rule, foreign.why(), foreign.sentence)
-    return held
+    screening = Screening(
+        kept=[e for i, e in enumerate(entries) if i not in held],
+        held=[(entries[i], held[i]) for i in sorted(held)],
+        allowed=allowed,
+        allowed_from=allowed_from,
+        released=released,
+        earlier=[
+            r for r in extra.get(QUARANTINED, []) if r.get("source_file") not in ingested_files
+        ],
+    )
+    if allowed:
+        for entry in screening.kept:
+            for link in foreign_links(entry.text, allowed):
+                screening.unlisted.setdefault(link.host, []).append(entry.source_id)
+    _warn(screening)
+    return screening
 
 
 def _warn(screening: Screening) -> None:

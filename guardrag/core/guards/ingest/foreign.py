@@ -38,6 +38,7 @@ import itertools
 import json
 import re
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN
-from guardrag.core.embedder import Embedder
+from guardrag.core.embedder import Embedder, remembering
 from guardrag.core.guards.ingest.novelty import REQUEST, KBVocabulary
 from guardrag.core.guards.shared.learned import LearnedInjection, LinearModel
 from guardrag.core.guards.shared.normalize import INVISIBLE
@@ -156,16 +157,6 @@ def units(text: str) -> list[str]:
     return [p for s in split_sentences(text) for p in (run_ons(s) or [s])]
 
 
-def scanned_texts(texts: Sequence[str]) -> list[str]:
-    """What `ForeignSentences.scan` embeds of entries with these texts: the pieces of each
-    entry of more than one sentence, once each."""
-    return list(
-        dict.fromkeys(
-            piece for text in texts if not says_one_thing(text) for _, piece in pieces(text)
-        )
-    )
-
-
 def vocabulary(entries: Sequence[tuple[str, str]]) -> KBVocabulary:
     """The words of a KB's (title, text) entries (`guards/ingest/novelty.py`)."""
     return KBVocabulary((title, units(text)) for title, text in entries)
@@ -257,7 +248,7 @@ class ForeignSentences:
         model: PassageModel | None = None,
         injection: LearnedInjection | None = None,
     ) -> None:
-        self.embedder = embedder
+        self.embedder = remembering(embedder)  # `_scan` keeps sentences repeated across batches
         self.model = model or PassageModel.load()
         self.injection = injection or LearnedInjection(
             embedder, LinearModel.load(PASSAGE_INJECTION)
@@ -364,16 +355,18 @@ class ForeignSentences:
             return []
         titles = list(dict.fromkeys([*(title for title, _ in entries), *topic]))
         title_vectors = np.asarray(self.embedder.embed(titles), dtype=np.float32)
-        features = [
-            item
-            for start in range(0, len(entries), SCAN_BATCH)
-            for item in self.features(
-                entries[start : start + SCAN_BATCH],
-                titles,
-                topic_vectors=title_vectors,
-                words=words,
-            )
+        batches = [
+            entries[start : start + SCAN_BATCH] for start in range(0, len(entries), SCAN_BATCH)
         ]
+        # A sentence met in more than one batch (a document's boilerplate under many headings)
+        # is embedded once: its vector is kept until the last batch.
+        met = Counter(p for batch in batches for p in {p for _, t in batch for _, p in pieces(t)})
+        with self.embedder.session(wanted=[p for p, n in met.items() if n > 1]):
+            features = [
+                item
+                for batch in batches
+                for item in self.features(batch, titles, topic_vectors=title_vectors, words=words)
+            ]
         return [
             self._judge(sentences, rows, words, words.own(title, units(text)))
             for (title, text), (sentences, rows) in zip(entries, features, strict=True)
