@@ -319,6 +319,8 @@ def _calibrated(
     if old_info and old_info.snapshot_id == snapshot and known and known.scorer == reranker.name:
         store.annotate(kb, snapshot, {CALIBRATION: known.to_dict()})
         return known
+    if not faqs:  # documents only: nothing to probe with, so no statistics to read for it
+        return None
     stats = KBStats.from_texts(snapshot, (point_text(p) for p in store.payloads(kb)))
     found = calibrate(store, kb, snapshot, embedder, reranker, stats, faqs)
     if found is not None:

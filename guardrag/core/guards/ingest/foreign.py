@@ -38,6 +38,7 @@ import itertools
 import json
 import re
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN
-from guardrag.core.embedder import Embedder
+from guardrag.core.embedder import Embedder, remembering
 from guardrag.core.guards.ingest.novelty import REQUEST, KBVocabulary
 from guardrag.core.guards.shared.learned import LearnedInjection, LinearModel
 from guardrag.core.guards.shared.normalize import INVISIBLE
@@ -247,7 +248,7 @@ class ForeignSentences:
         model: PassageModel | None = None,
         injection: LearnedInjection | None = None,
     ) -> None:
-        self.embedder = embedder
+        self.embedder = remembering(embedder)  # `_scan` keeps sentences repeated across batches
         self.model = model or PassageModel.load()
         self.injection = injection or LearnedInjection(
             embedder, LinearModel.load(PASSAGE_INJECTION)
@@ -354,16 +355,18 @@ class ForeignSentences:
             return []
         titles = list(dict.fromkeys([*(title for title, _ in entries), *topic]))
         title_vectors = np.asarray(self.embedder.embed(titles), dtype=np.float32)
-        features = [
-            item
-            for start in range(0, len(entries), SCAN_BATCH)
-            for item in self.features(
-                entries[start : start + SCAN_BATCH],
-                titles,
-                topic_vectors=title_vectors,
-                words=words,
-            )
+        batches = [
+            entries[start : start + SCAN_BATCH] for start in range(0, len(entries), SCAN_BATCH)
         ]
+        # A sentence met in more than one batch (a document's boilerplate under many headings)
+        # is embedded once: its vector is kept until the last batch.
+        met = Counter(p for batch in batches for p in {p for _, t in batch for _, p in pieces(t)})
+        with self.embedder.session(wanted=[p for p, n in met.items() if n > 1]):
+            features = [
+                item
+                for batch in batches
+                for item in self.features(batch, titles, topic_vectors=title_vectors, words=words)
+            ]
         return [
             self._judge(sentences, rows, words, words.own(title, units(text)))
             for (title, text), (sentences, rows) in zip(entries, features, strict=True)
