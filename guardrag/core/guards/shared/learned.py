@@ -290,8 +290,10 @@ class LearnedInjection:
 
     def detect(self, norm: Normalized, vector: np.ndarray | None = None) -> GuardFinding | None:
         """`vector` is the caller's embedding of `norm.original`, used when normalisation
-        changed nothing (as in the semantic detector)."""
-        text = norm.text
+        changed nothing (as in the semantic detector). The classifier reads the text with
+        misspelt override words respelt ("igmre what I said before")."""
+        text = norm.respelled or norm.text
+        respelt = "misspelt override words respelt; " if text != norm.text else ""
         if vector is None or text != norm.original:
             vector = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
         if _ASKS_FOR_ADVICE.match(text):
@@ -306,9 +308,11 @@ class LearnedInjection:
                 log.warning("injection second reader unavailable, MiniLM decides: %s", exc)
             else:
                 threshold = self.reader.model.threshold
-                why = f"MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it"
+                why = (
+                    f"{respelt}MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it"
+                )
                 return _finding(second, threshold, why, read, text)
-        return _finding(score, self.model.threshold, "", scored, text)
+        return _finding(score, self.model.threshold, respelt.rstrip("; "), scored, text)
 
 
 def _finding(
