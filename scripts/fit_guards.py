@@ -114,8 +114,8 @@ FOLDS = 5
 MAX_FP_OFFTOPIC = 0.02
 MAX_FP_CUSTOMER = 0.005
 MAX_FP_REQUESTS = 0.02
-#: Per shared FAQ set: real customer questions, as strict as ours.
-MAX_FP_FAQ = 0.005
+#: Per shared FAQ set (the issue's 2%: a strict 0.5% on a few hundred long forum posts binds on one).
+MAX_FP_FAQ = 0.02
 
 
 class Scorer:
