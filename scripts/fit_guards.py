@@ -35,7 +35,8 @@ stronger l2). The TEST split is scored once, after the choice, and only reported
 `--cache DIR` keeps the embeddings there (outside the repo), so a second run skips them.
 
 The second reader is the same kind of model over all-mpnet-base-v2 vectors (installed by
-`make llm`), on the same examples and folds, with a band: a message whose MiniLM score is at or
+`make llm`), in the same folds, fit on the examples whose out-of-fold MiniLM score reaches the
+lowest band (the ones it can be asked about), with a band: a message whose MiniLM score is at or
 above the band is flagged when MPNet's score reaches its threshold, and passes otherwise. The
 threshold is the lowest within the same caps, counted over what the two decide together; among
 (l2, n-gram weight, band) the best out-of-fold English recall wins (ties: the stronger l2, then
