@@ -160,33 +160,62 @@ DENSE_NEWTON_MAX = 4096
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, iters: int = 50) -> np.ndarray:
     """L2-regularised logistic regression by Newton's method; the last weight is the bias
-    (not regularised). A wide design (many n-grams) solves each step matrix-free."""
+    (not regularised). A wide design (many n-grams) solves each step matrix-free, its
+    n-gram columns (mostly zeros) kept as their non-zero entries."""
     rows, cols = x.shape
     xb = np.hstack([x, np.ones((rows, 1), dtype=x.dtype)]).astype(np.float64)
+    wide = _Split(xb) if cols + 1 > DENSE_NEWTON_MAX else None
     beta = np.zeros(cols + 1)
     ridge = np.full(cols + 1, l2)
     ridge[-1] = 0.0
     for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-np.clip(xb @ beta, -50, 50)))
-        gradient = xb.T @ (p - y) + ridge * beta
+        z = wide.dot(beta) if wide else xb @ beta
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+        gradient = (wide.tdot(p - y) if wide else xb.T @ (p - y)) + ridge * beta
         curve = p * (1 - p)
-        if cols + 1 <= DENSE_NEWTON_MAX:
+        if wide is None:
             hessian = (xb * curve[:, None]).T @ xb + np.diag(ridge)
             step = np.linalg.solve(hessian, gradient)
         else:
-            step = _newton_step_cg(xb, curve, ridge, gradient)
+            step = _newton_step_cg(wide, curve, ridge, gradient)
         beta -= step
         if float(np.abs(step).max()) < 1e-7:
             break
     return beta
 
 
+class _Split:
+    """A design matrix as its dense columns (vector, bias) and the non-zero entries of the
+    rest: products with it cost what its non-zeros cost."""
+
+    def __init__(self, xb: np.ndarray) -> None:
+        self.shape = xb.shape
+        sparse = np.count_nonzero(xb, axis=0) <= 0.05 * len(xb)
+        self.dense_cols = np.flatnonzero(~sparse)
+        self.dense = np.ascontiguousarray(xb[:, self.dense_cols])
+        self.rows, cols = np.nonzero(xb[:, sparse])
+        self.cols = np.flatnonzero(sparse)[cols]
+        self.vals = xb[self.rows, self.cols]
+
+    def dot(self, v: np.ndarray) -> np.ndarray:
+        """xb @ v"""
+        out = self.dense @ v[self.dense_cols]
+        return out + np.bincount(self.rows, self.vals * v[self.cols], self.shape[0])
+
+    def tdot(self, u: np.ndarray, squared: bool = False) -> np.ndarray:
+        """xb.T @ u, or (xb * xb).T @ u"""
+        dense, vals = (self.dense**2, self.vals**2) if squared else (self.dense, self.vals)
+        out = np.bincount(self.cols, vals * u[self.rows], self.shape[1])
+        out[self.dense_cols] += dense.T @ u
+        return out
+
+
 def _newton_step_cg(
-    xb: np.ndarray, curve: np.ndarray, ridge: np.ndarray, gradient: np.ndarray
+    xb: _Split, curve: np.ndarray, ridge: np.ndarray, gradient: np.ndarray
 ) -> np.ndarray:
     """Solve (xb' diag(curve) xb + diag(ridge)) step = gradient by Jacobi-preconditioned
     conjugate gradients (each iteration two matrix-vector products)."""
-    diag = (xb * xb).T @ curve + ridge + 1e-12
+    diag = xb.tdot(curve, squared=True) + ridge + 1e-12
     step = np.zeros_like(gradient)
     residual = gradient.copy()
     z = residual / diag
@@ -194,7 +223,7 @@ def _newton_step_cg(
     rz = float(residual @ z)
     bar = 1e-10 * float(np.linalg.norm(gradient)) + 1e-14
     for _ in range(10 * len(gradient)):
-        hd = xb.T @ (curve * (xb @ direction)) + ridge * direction
+        hd = xb.tdot(curve * xb.dot(direction)) + ridge * direction
         alpha = rz / float(direction @ hd)
         step += alpha * direction
         residual -= alpha * hd
@@ -290,8 +319,10 @@ class LearnedInjection:
 
     def detect(self, norm: Normalized, vector: np.ndarray | None = None) -> GuardFinding | None:
         """`vector` is the caller's embedding of `norm.original`, used when normalisation
-        changed nothing (as in the semantic detector)."""
-        text = norm.text
+        changed nothing (as in the semantic detector). The classifier reads the text with
+        misspelt override words respelt ("igmre what I said before")."""
+        text = norm.respelled or norm.text
+        respelt = "misspelt override words respelt; " if text != norm.text else ""
         if vector is None or text != norm.original:
             vector = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
         if _ASKS_FOR_ADVICE.match(text):
@@ -306,9 +337,11 @@ class LearnedInjection:
                 log.warning("injection second reader unavailable, MiniLM decides: %s", exc)
             else:
                 threshold = self.reader.model.threshold
-                why = f"MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it"
+                why = (
+                    f"{respelt}MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it"
+                )
                 return _finding(second, threshold, why, read, text)
-        return _finding(score, self.model.threshold, "", scored, text)
+        return _finding(score, self.model.threshold, respelt.rstrip("; "), scored, text)
 
 
 def _finding(

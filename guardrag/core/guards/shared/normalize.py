@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -61,6 +62,34 @@ _SPACED_SEP = re.compile(r"[ .\-_*+|/]")
 _REPEATS = re.compile(r"([a-z])\1{2,}")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
+# Misspelt override words ("igmre what I said before", "disregrad all prevoius instrutcions"):
+# attackers misspell the words a filter looks for. A word within a keyword's edit budget
+# (substitutions, adjacent transpositions, insertions, deletions) is read as the keyword when it
+# starts with the same letter (typos rarely hit the first one), is not the keyword with a
+# suffix ("ignored", "forgets") and is not an English word (_REAL_WORDS: the words that close
+# in a 22k-word English vocabulary and their inflections). Two edits for the long keywords with
+# few English words that close, one where the neighbourhood is crowded (forget: forgot, forge,
+# force, format, former ...).
+_TYPO_KEYWORDS = {
+    "ignore": 2,
+    "disregard": 2,
+    "override": 2,
+    "previous": 2,
+    "instructions": 2,
+    "everything": 2,
+    "instruction": 1,
+    "forget": 1,
+    "bypass": 1,
+}
+_REAL_WORDS = frozenset(
+    {
+        "igor", "igors", "forge", "forged", "forger", "forges", "forgot", "overtime",
+        "precious", "previews", "premios", "instructors", "instructional", "bypast",
+    }
+)  # fmt: skip
+_TYPO_TOKEN = re.compile(r"[A-Za-z]{4,}")
+_TYPO_FIRST = frozenset(k[0] for k in _TYPO_KEYWORDS)
+
 # Base64 candidates: long enough to carry a sentence, or short but padded ("aGVsbG8=").
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/_-]{16,}={0,2}|[A-Za-z0-9+/]{6,}={1,2})")
 _PRINTABLE_SHARE = 0.9
@@ -82,6 +111,7 @@ class Normalized:
     folded: str  # `words` with leetspeak, spaced letters and repeats undone
     compact: str  # `folded` with everything but letters and digits removed
     decoded: tuple[str, ...] = field(default_factory=tuple)  # payloads (base64, tag chars)
+    respelled: str = ""  # `text` with misspelt override words read as the words (case kept)
 
     @property
     def obfuscated(self) -> bool:
@@ -138,13 +168,57 @@ def _join_spaced(words: str) -> str:
     return _SPACED_RUN.sub(lambda m: _SPACED_SEP.sub("", m.group(0)), words)
 
 
+def _edits(a: str, b: str, budget: int) -> int:
+    """Edit distance (optimal string alignment: a swap of neighbours is one edit), or
+    budget + 1 once it is certainly over the budget."""
+    if abs(len(a) - len(b)) > budget:
+        return budget + 1
+    before, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1] and before:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > budget:
+            return budget + 1
+        before, row = row, current
+    return row[-1]
+
+
+@functools.lru_cache(maxsize=4096)
+def misspelt_keyword(word: str) -> str | None:
+    """The override keyword a lower-case word misspells, or None (see _TYPO_KEYWORDS)."""
+    if word[0] not in _TYPO_FIRST or word in _TYPO_KEYWORDS or word in _REAL_WORDS:
+        return None
+    best: tuple[int, str] | None = None
+    for keyword, budget in _TYPO_KEYWORDS.items():
+        if keyword[0] != word[0] or word.startswith(keyword):
+            continue
+        edits = _edits(word, keyword, budget)
+        if edits <= budget and (best is None or edits < best[0]):
+            best = (edits, keyword)
+    return best[1] if best else None
+
+
+def respell(text: str) -> str:
+    """`text` with misspelt override keywords replaced by the keyword (lower case)."""
+
+    def fix(match: re.Match[str]) -> str:
+        word = match.group(0)
+        return misspelt_keyword(word.lower()) or word
+
+    return _TYPO_TOKEN.sub(fix, text)
+
+
 def fold(lowered: str) -> str:
     """Undo the common obfuscations on a lower-cased string whose spacing is still as typed
-    (a double space between spaced-out words is what separates them)."""
+    (a double space between spaced-out words is what separates them), misspelt override
+    keywords last."""
     folded = _join_spaced(lowered)
     folded = _deleet(folded)
     folded = _REPEATS.sub(r"\1", folded)
-    return _squash_spaces(folded)
+    return respell(_squash_spaces(folded))
 
 
 def _word_forms(text: str) -> tuple[str, ...]:
@@ -200,4 +274,5 @@ def normalize(text: str) -> Normalized:
         folded=folded,
         compact=_NON_ALNUM.sub("", folded),
         decoded=decoded,
+        respelled=respell(basic),
     )
