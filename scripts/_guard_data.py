@@ -10,8 +10,6 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -27,12 +25,6 @@ INJECTION_FAMILIES = {
     "obfuscation",
 }
 EXEMPLAR_FAMILIES = {"override", "prompt_extraction", "jailbreak"}
-#: The shared FAQ sets never fitted or chosen on: checks only.
-HELD_OUT_FAQ = {"covidfaq"}
-#: Questions drawn from each part (kb, queries) of a shared FAQ set, at random (seeded): the
-#: second reader's embeddings of all of them would triple the fit; scripts/guard_curve.py
-#: --questions counts every one.
-FAQ_SAMPLE = 200
 
 
 def shared() -> Path:
@@ -93,28 +85,6 @@ def benign_requests(extra: list[Path]) -> list[Example]:
     return out
 
 
-def faq_questions() -> list[Example]:
-    """Real questions of the shared public FAQ sets (entries and queries, all but the held-out
-    ones) as benign examples, group `faq:<set>`: each set is a false-positive cap of its own
-    and a fold of its own (its scores come from a model that never saw it)."""
-    root = shared() / "faq"
-    out: list[Example] = []
-    draw = np.random.default_rng(0)
-    for folder in sorted(root.glob("*")) if root.exists() else []:
-        if folder.name in HELD_OUT_FAQ:
-            continue
-        for part in ("kb", "queries"):
-            path = folder / f"{part}.jsonl"
-            if not path.exists():
-                continue
-            texts = list(dict.fromkeys(str(r["question"]) for r in jsonl(path)))
-            if len(texts) > FAQ_SAMPLE:
-                texts = [texts[i] for i in sorted(draw.choice(len(texts), FAQ_SAMPLE, False))]
-            group = f"faq:{folder.name}"
-            out += [Example(t, 0, group, family=f"{group}:{part}") for t in texts]
-    return out
-
-
 def training_data(requests: list[Path] | None = None) -> tuple[list[Example], list[Example]]:
     """(train, held-out deepset test) examples; `requests`: files of benign requests."""
     deepset = shared() / "adversarial" / "deepset_prompt_injections" / "labelled.jsonl"
@@ -154,7 +124,6 @@ def training_data(requests: list[Path] | None = None) -> tuple[list[Example], li
     customer += [*BENIGN, *GREETINGS, *OFF_TOPIC]
     train += [Example(t, 0, "customer") for t in customer]
     train += benign_requests(requests or [])
-    train += faq_questions()
     # The detector also scores each sentence of a longer message alone, so the sentences of a
     # benign message are benign examples too: "You were really helpful." before a question is
     # small talk, though alone it reads like the praise that opens a stacked injection.

@@ -22,21 +22,16 @@ The injection classifier (input guard) is fit on the TRAIN split of deepset/prom
               (config/exemplars/domain.py: those belong to the domain gate); benign requests:
               writing, summarising, role-play for a story and role-framed real questions
               (datasets/redteam/benign_requests.jsonl) and the `--requests` files (a request
-              the bot does not serve is out of domain, not an attack on it); real questions
-              of the shared public FAQ sets (../shared/data/faq: entries and queries, a seeded
-              sample of each; covidfaq is held out); and the sentences of every benign message
-              longer than one (the detector scores them alone too)
-Every choice is made on 5-fold out-of-fold scores of that data, each shared FAQ set a fold of
-its own (its scores come from a model that never saw the set): the threshold is the lowest
-with <= 2% of English deepset benign rows, <= 0.5% of our customer questions, <= 2% of the
-benign requests and <= 0.5% of each shared FAQ set's questions flagged;
+              the bot does not serve is out of domain, not an attack on it); and the sentences
+              of every benign message longer than one (the detector scores them alone too)
+Every choice is made on 5-fold out-of-fold scores of that data: the threshold is the lowest
+with <= 1% of English deepset benign rows, <= 0.5% of our customer questions and <= 1% of
+the benign requests flagged;
 among (l2, n-gram weight) the best out-of-fold recall on English injections wins (ties: the
 stronger l2). The TEST split is scored once, after the choice, and only reported.
-`--cache DIR` keeps the embeddings there (outside the repo), so a second run skips them.
 
 The second reader is the same kind of model over all-mpnet-base-v2 vectors (installed by
-`make llm`), in the same folds, fit on the examples whose out-of-fold MiniLM score reaches the
-lowest band (the ones it can be asked about), with a band: a message whose MiniLM score is at or
+`make llm`), on the same examples and folds, with a band: a message whose MiniLM score is at or
 above the band is flagged when MPNet's score reaches its threshold, and passes otherwise. The
 threshold is the lowest within the same caps, counted over what the two decide together; among
 (l2, n-gram weight, band) the best out-of-fold English recall wins (ties: the stronger l2, then
@@ -112,34 +107,23 @@ GRID_NGRAM = (0.5, 1.0)
 GRID_BAND = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 MIN_DF = 3
 FOLDS = 5
-MAX_FP_OFFTOPIC = 0.02
+MAX_FP_OFFTOPIC = 0.01
 MAX_FP_CUSTOMER = 0.005
-MAX_FP_REQUESTS = 0.02
-#: Per shared FAQ set (the issue's 2%: a strict 0.5% on a few hundred long forum posts binds on one).
-MAX_FP_FAQ = 0.02
+MAX_FP_REQUESTS = 0.01
 
 
 class Scorer:
     """Embeddings computed once per text (whole texts and their sentences)."""
 
-    def __init__(self, embedder: Encoder | None = None, store: Path | None = None) -> None:
+    def __init__(self, embedder: Encoder | None = None) -> None:
         self.embedder = embedder or load_embedder()
         self.cache: dict[str, np.ndarray] = {}
-        self.store = store  # a file of earlier runs' vectors (--cache), kept outside the repo
-        if store is not None and store.exists():
-            with np.load(store, allow_pickle=True) as saved:  # our own file
-                self.cache = dict(zip(saved["texts"].tolist(), saved["vectors"], strict=True))
 
     def vectors(self, texts: list[str]) -> np.ndarray:
         todo = sorted({t for t in texts if t not in self.cache})
-        for start in range(0, len(todo), 256):  # saved as it goes: a stopped run resumes
-            chunk = todo[start : start + 256]
-            for text, vector in zip(chunk, self.embedder.embed(chunk), strict=True):
+        if todo:
+            for text, vector in zip(todo, self.embedder.embed(todo), strict=True):
                 self.cache[text] = vector
-            if self.store is not None:
-                keys = list(self.cache)
-                vectors = np.stack([self.cache[k] for k in keys])
-                np.savez(self.store, texts=np.array(keys, dtype=object), vectors=vectors)
         return np.stack([self.cache[t] for t in texts])
 
     def fit(self, texts: list[str], labels: np.ndarray, l2: float, weight: float) -> LinearModel:
@@ -172,58 +156,40 @@ class Folds:
         sources = list(dict.fromkeys(e.source for e in train))
         draw = np.random.default_rng(0).permutation(sources)
         fold_of = {s: i % FOLDS for i, s in enumerate(draw)}
-        faq = sorted({e.group for e in train if e.group.startswith("faq:")})
-        for e in train:  # a shared FAQ set is a fold of its own: scored by a model without it
-            if e.group in faq:
-                fold_of[e.source] = faq.index(e.group) % FOLDS
         self.folds = [np.flatnonzero([fold_of[e.source] == f for e in train]) for f in range(FOLDS)]
         self.en_pos = np.array([e.label == 1 and e.lang == "en" for e in train])
 
-    def oof(
-        self, scorer: Scorer, l2: float, weight: float, within: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Out-of-fold scores; with `within`, fit and scored on those examples only (the
-        others score 0)."""
-        within = np.ones(len(self.train), dtype=bool) if within is None else within
+    def oof(self, scorer: Scorer, l2: float, weight: float) -> np.ndarray:
         out = np.zeros(len(self.train))
         for fold in self.folds:
-            keep = within.copy()
+            keep = np.ones(len(self.train), dtype=bool)
             keep[fold] = False
             model = scorer.fit(
                 [self.texts[i] for i in np.flatnonzero(keep)], self.labels[keep], l2, weight
             )
-            mine = fold[within[fold]]
-            out[mine] = scorer.score(model, [self.texts[i] for i in mine])
+            out[fold] = scorer.score(model, [self.texts[i] for i in fold])
         return out
 
     def recall(self, flagged: np.ndarray) -> float:
         return float(np.mean(flagged[self.en_pos]))
 
     def final(
-        self,
-        scorer: Scorer,
-        fit_as: tuple[float, float, float],
-        about: dict[str, object],
-        within: np.ndarray | None = None,
+        self, scorer: Scorer, l2: float, weight: float, threshold: float, about: dict[str, object]
     ) -> LinearModel:
-        """The model fit on every example (with `within`, on those), as chosen: fit_as is
-        (l2, n-gram weight, threshold)."""
-        l2, weight, threshold = fit_as
-        rows = np.ones(len(self.train), bool) if within is None else within
-        train = [e for e, keep in zip(self.train, rows, strict=True) if keep]
-        fit = scorer.fit([e.text for e in train], self.labels[rows], l2, weight)
-        digest = hashlib.sha256("\x00".join(f"{e.label}{e.text}" for e in train).encode())
+        fit = scorer.fit(self.texts, self.labels, l2, weight)
+        digest = hashlib.sha256(
+            "\x00".join(f"{e.label}{e.text}" for e in self.train).encode()
+        ).hexdigest()
         about = {
             "fit": "scripts/fit_guards.py",
-            "train_examples": len(train),
-            "train_digest": digest.hexdigest()[:16],
+            "train_examples": len(self.train),
+            "train_digest": digest[:16],
             "l2": l2,
             "ngram_weight": weight,
             "caps": {
                 "offtopic_en": MAX_FP_OFFTOPIC,
                 "customer": MAX_FP_CUSTOMER,
                 "requests": MAX_FP_REQUESTS,
-                "faq_per_set": MAX_FP_FAQ,
             },
             **about,
         }
@@ -232,20 +198,20 @@ class Folds:
 
 
 def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
-    """The lowest threshold within every false-positive cap (English deepset benign, our
-    customer questions, benign requests, each shared FAQ set), counted over whole messages (a
+    """The lowest threshold within both false-positive caps, counted over whole messages (a
     benign message's sentences train the model but are not messages of their own)."""
     whole = np.array([e.source == e.text for e in train])
-    groups = np.array([e.group for e in train])
-    english = np.array([e.label == 0 and e.lang == "en" for e in train])
-    caps = [(whole & english & (groups == "offtopic"), MAX_FP_OFFTOPIC)]
-    caps += [(whole & (groups == "customer"), MAX_FP_CUSTOMER)]
-    caps += [(whole & (groups == "requests"), MAX_FP_REQUESTS)]
-    faq = sorted({g for g in groups if g.startswith("faq:")})
-    caps += [(whole & (groups == g), MAX_FP_FAQ) for g in faq]
-    caps = [(rows, cap) for rows, cap in caps if rows.any()]
+    offtopic = whole & np.array(
+        [e.label == 0 and e.group == "offtopic" and e.lang == "en" for e in train]
+    )
+    customer = whole & np.array([e.group == "customer" for e in train])
+    requests = whole & np.array([e.group == "requests" for e in train])
     for threshold in np.round(np.arange(0.05, 0.995, 0.01), 2):
-        if all(np.mean(scores[rows] >= threshold) <= cap for rows, cap in caps):
+        if (
+            np.mean(scores[offtopic] >= threshold) <= MAX_FP_OFFTOPIC
+            and np.mean(scores[customer] >= threshold) <= MAX_FP_CUSTOMER
+            and (not requests.any() or np.mean(scores[requests] >= threshold) <= MAX_FP_REQUESTS)
+        ):
             return float(threshold)
     return None
 
@@ -289,7 +255,7 @@ def fit_injection(
     recall, l2, weight, threshold = best
     print(f"  out of fold per family, l2 {l2} ngram {weight} threshold {threshold:.2f}:")
     report_families(data.train, scores[l2, weight] >= threshold)
-    model = data.final(scorer, (l2, weight, threshold), {"oof_english_recall": round(recall, 4)})
+    model = data.final(scorer, l2, weight, threshold, {"oof_english_recall": round(recall, 4)})
     return model, scores[l2, weight]
 
 
@@ -301,18 +267,13 @@ def fit_reader(
     grid: list[tuple[float, float]],
 ) -> LinearModel:
     """MPNet's classifier and the band of MiniLM scores it decides: a message below the band
-    passes, one at or above it is flagged when MPNet's score reaches the threshold. Fit on the
-    examples it would be asked about (MiniLM's out-of-fold score at or above the lowest band:
-    a cascade's second stage learns the cases the first one doubts; MPNet's embeddings of the
-    rest would triple the fit). Chosen like MiniLM's: the best out-of-fold English recall
-    under the same caps, counted over every example (ties: the stronger l2, then the higher
-    band, which asks MPNet less often)."""
+    passes, one at or above it is flagged when MPNet's score reaches the threshold. Chosen
+    like MiniLM's: the best out-of-fold English recall under the same caps (ties: the stronger
+    l2, then the higher band, which asks MPNet less often)."""
     best: tuple[float, float, float, float, float] | None = None
     flags: dict[tuple[float, float, float], np.ndarray] = {}
-    asked_at_all = first_oof >= min(GRID_BAND)
-    print(f"  {int(asked_at_all.sum())} of {len(data.train)} examples in the lowest band")
     for l2, weight in grid:
-        oof = data.oof(reader, l2, weight, asked_at_all)
+        oof = data.oof(reader, l2, weight)
         for band in (b for b in GRID_BAND if b < first.threshold):
             asked = first_oof >= band
             threshold = choose_threshold(np.where(asked, oof, 0.0), data.train)
@@ -332,8 +293,7 @@ def fit_reader(
     print(f"  out of fold per family, MiniLM then MPNet, l2 {l2} ngram {weight} band {band}:")
     report_families(data.train, flags[l2, weight, band])
     about = {"oof_english_recall": round(recall, 4), "band": band, "encoder": MPNET.name}
-    about["fit_on"] = f"MiniLM out-of-fold score >= {min(GRID_BAND)}"
-    return data.final(reader, (l2, weight, threshold), about, asked_at_all)
+    return data.final(reader, l2, weight, threshold, about)
 
 
 def report_test(
@@ -543,9 +503,6 @@ def main() -> None:
     )
     parser.add_argument("--no-passage", action="store_true", help="skip the passage model")
     parser.add_argument(
-        "--cache", type=Path, help="a folder for the embeddings (reused by the next run)"
-    )
-    parser.add_argument(
         "--shipped-grid",
         action="store_true",
         help="only the shipped models' (l2, n-gram weight): one setting instead of the grid",
@@ -558,10 +515,7 @@ def main() -> None:
         injection = LinearModel.load(PASSAGE_INJECTION)
     else:
         train, test = training_data(args.requests)
-        if args.cache:
-            args.cache.mkdir(parents=True, exist_ok=True)
-        data = Folds(train)
-        scorer = Scorer(store=args.cache / "minilm.npz" if args.cache else None)
+        data, scorer = Folds(train), Scorer()
         grid = list(itertools.product(GRID_L2, GRID_NGRAM))
         if args.shipped_grid:
             shipped = LinearModel.load(INJECTION_MODEL).about
@@ -573,7 +527,7 @@ def main() -> None:
         if encoder is None:
             sys.exit(f"the second reader needs all-mpnet-base-v2 (make llm): {problem}")
         print("== its second reader, MPNet (the same folds; a band of MiniLM scores it decides)")
-        mpnet = Scorer(encoder, args.cache / "mpnet.npz" if args.cache else None)
+        mpnet = Scorer(encoder)
         reader = fit_reader(mpnet, data, injection, first_oof, grid)
         print(f"  chosen: {reader.about}, threshold {reader.threshold:.2f}")
         report_test(scorer, injection, test, (mpnet, reader))
