@@ -46,7 +46,7 @@ def test_misspelt_keywords_are_read_as_the_keyword(word: str, keyword: str) -> N
         # English words that close to a keyword
         "forgot", "forge", "forged", "forgo", "force", "format", "former", "forest", "fort",
         "precious", "previews", "premise", "instructor", "instructors", "instructional",
-        "overtime", "igor", "disrepair", "everyone", "premios",
+        "overtime", "igor", "disrepair", "everyone", "premios", "ignite", "overwrite",
         # inflections: the keyword with a suffix
         "ignored", "ignores", "ignoring", "forgets", "forgetting", "previously", "overrides",
         "bypassed",

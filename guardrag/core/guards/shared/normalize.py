@@ -67,9 +67,9 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 # (substitutions, adjacent transpositions, insertions, deletions) is read as the keyword when it
 # starts with the same letter (typos rarely hit the first one), is not the keyword with a
 # suffix ("ignored", "forgets") and is not an English word (_REAL_WORDS: the words that close
-# in a 22k-word English vocabulary and their inflections). Two edits for the long keywords with
-# few English words that close, one where the neighbourhood is crowded (forget: forgot, forge,
-# force, format, former ...).
+# in a 22k-word English vocabulary and their inflections, and the few it lacks: ignite,
+# overwrite). Two edits for the long keywords with few English words that close, one where the
+# neighbourhood is crowded (forget: forgot, forge, force, format, former ...).
 _TYPO_KEYWORDS = {
     "ignore": 2,
     "disregard": 2,
@@ -85,6 +85,7 @@ _REAL_WORDS = frozenset(
     {
         "igor", "igors", "forge", "forged", "forger", "forges", "forgot", "overtime",
         "precious", "previews", "premios", "instructors", "instructional", "bypast",
+        "ignite", "ignites", "ignited", "overwrite", "overwrites", "overwrote",
     }
 )  # fmt: skip
 _TYPO_TOKEN = re.compile(r"[A-Za-z]{4,}")
