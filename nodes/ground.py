@@ -20,7 +20,6 @@ thresholds (guardrag.core.grounding.judge).
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -39,6 +38,7 @@ from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
 from guardrag.core.grounding.kind import figure_missing
 from guardrag.core.grounding.polarity import yes_conflict
+from guardrag.core.grounding.split import renumber
 from guardrag.core.rerank import answers_in_kind
 from guardrag.core.text import asks_for_definition
 from guardrag.graph.state import Candidate, PipelineState
@@ -46,15 +46,12 @@ from guardrag.nodes.common import NodeRuntime, decide, faq_threshold, knobs, ref
 
 NODE = "ground"
 log = logging.getLogger("guardrag.nodes")
-_CITATION = re.compile(r"\[(\d+)\]")
 
 
 def _renumber(answer: str, cited: list[int]) -> str:
     """Citations become [1..k] in the order of the returned citation list."""
     mapping = {old: new for new, old in enumerate(cited, start=1)}
-    return _CITATION.sub(
-        lambda m: f"[{mapping[int(m.group(1))]}]" if int(m.group(1)) in mapping else "", answer
-    )
+    return renumber(answer, mapping, drop_unknown=True)
 
 
 def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:

@@ -16,18 +16,17 @@ document has no paragraph for changes nothing.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.contract import Citation
+from guardrag.core.grounding.split import renumber
 from guardrag.core.kb.paragraphs import PARAGRAPHS, named_paragraphs, states_figures
 from guardrag.graph.state import PipelineState, Turn
 from guardrag.nodes.common import NodeRuntime, decide
 
 log = logging.getLogger("guardrag.nodes")
-_MARKER = re.compile(r"\[(\d+)\]")
 
 
 def respond(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
@@ -55,13 +54,14 @@ def _named(state: PipelineState, runtime: NodeRuntime) -> tuple[list[Citation], 
     those of them to cite after the passages (they do not state the answer's figures)."""
     citations = state.get("citations") or []
     later: set[str] = set()
-    if not citations or not state.get("answer"):
-        return [], later
+    by_id = {str(p.payload.get("source_id", p.id)): p for p in state.get("passages") or []}
+    cited_docs = [by_id[c.source_id] for c in citations if c.source_id in by_id]
+    if not state.get("answer") or not any(p.payload.get("kind") == "doc" for p in cited_docs):
+        return [], later  # an FAQ answer: no KB info read on its path
     info = runtime.context.store.kb_info(state["kb"])
     documents = info.extra.get(PARAGRAPHS) if info else None
     if not documents:
         return [], later
-    by_id = {str(p.payload.get("source_id", p.id)): p for p in state.get("passages") or []}
     found: dict[str, Citation] = {}
     for citation in citations:
         passage = by_id.get(citation.source_id)
@@ -101,7 +101,5 @@ def _cited_first(state: PipelineState, named: list[Citation], later: set[str]) -
     if state.get("route") == "generated":  # quoted text is the document's own: never rewritten
         position = {c.source_id: n for n, c in enumerate(ordered, start=1)}
         moved = {old: position[c.source_id] for old, c in enumerate(citations, start=1)}
-        update["answer"] = _MARKER.sub(
-            lambda m: f"[{moved.get(int(m.group(1)), int(m.group(1)))}]", state["answer"]
-        )
+        update["answer"] = renumber(state["answer"], moved, drop_unknown=False)
     return update

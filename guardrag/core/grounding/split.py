@@ -20,6 +20,8 @@ LEAD_IN_MAX_WORDS = 5
 #: are small: a bracketed year copied from a guideline ("[2015]", when a recommendation was
 #: last updated) is text, not a citation.
 CITATION_RE = re.compile(r"\[\s*(\d{1,3}(?:\s*(?:,|;|-|–|and)\s*\d{1,3})*)\s*\]")
+#: One citation marker, "[2]", as the model writes it and the answer shows it.
+MARKER_RE = re.compile(r"\[(\d+)\]")
 _CITATION_RANGE_RE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")
 #: Sentence end: terminal punctuation, closing quotes, then citations that belong to the sentence
 #: before ("... 5 days. [1] Next ...") and whitespace.
@@ -193,3 +195,16 @@ def is_lead_in(claim: str) -> bool:
         and len(content_words(claim)) <= LEAD_IN_MAX_WORDS
         and not set(words(claim)) & VERB_HINTS
     )
+
+
+def renumber(answer: str, mapping: dict[int, int], *, drop_unknown: bool) -> str:
+    """`answer` with each "[n]" marker read through `mapping`; a marker it lacks is dropped
+    or kept as written."""
+
+    def new(match: re.Match[str]) -> str:
+        old = int(match.group(1))
+        if old in mapping:
+            return f"[{mapping[old]}]"
+        return "" if drop_unknown else match.group(0)
+
+    return MARKER_RE.sub(new, answer)
