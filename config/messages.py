@@ -15,6 +15,8 @@ REFUSAL_MESSAGES: dict[R, str] = {
     "phone numbers or ID numbers here. Please ask again without them.",
     R.CREDENTIAL_REQUEST: "I can never see, share or ask for PINs, passwords or one-time codes. "
     "Never share yours with anyone, including our staff.",
+    R.SHARED_SECRET: "Please never share your PIN, password or one-time codes with anyone, "
+    "here or with our staff. If you typed a real PIN or password, change it in the app.",
     R.PAYMENT_DATA: "Please don't share card numbers or security codes here. If you typed real "
     "card details, consider contacting your bank.",
     R.PROFANITY: "Let's keep it polite. How can I help with your account?",

@@ -25,7 +25,8 @@ class RefusalReason(StrEnum):
     HARMFUL_REQUEST = "harmful_request"
     PII = "pii"  # asks for another person's personal data
     PERSONAL_DATA = "personal_data"  # writes personal data (an e-mail, phone, ID) into the message
-    CREDENTIAL_REQUEST = "credential_request"
+    CREDENTIAL_REQUEST = "credential_request"  # asks for a PIN, password or code
+    SHARED_SECRET = "shared_secret"  # writes their own PIN, password or one-time code into it
     PAYMENT_DATA = "payment_data"
     PROFANITY = "profanity"
     OUT_OF_DOMAIN = "out_of_domain"
@@ -39,8 +40,8 @@ class RefusalReason(StrEnum):
 
 
 #: blocked: an attack on the assistant (a security team alerts on it). policy: a message the
-#: bot does not take, though nobody attacked it (the customer's own card or phone number,
-#: profanity, an empty or overlong message). not_found: the knowledge has no answer.
+#: bot does not take, though nobody attacked it (the customer's own card or phone number or
+#: one-time code, profanity, an empty or overlong message). not_found: the knowledge has no answer.
 #: error: we failed. docs/GUARDS.md, "What 'blocked' means".
 RefusalKind = Literal["blocked", "policy", "not_found", "error"]
 
@@ -54,6 +55,7 @@ REASON_KIND: dict[RefusalReason, RefusalKind] = {
     RefusalReason.PII: "blocked",
     RefusalReason.PERSONAL_DATA: "policy",
     RefusalReason.CREDENTIAL_REQUEST: "blocked",
+    RefusalReason.SHARED_SECRET: "policy",
     RefusalReason.PAYMENT_DATA: "policy",
     RefusalReason.PROFANITY: "policy",
     RefusalReason.UNSAFE_OUTPUT: "blocked",

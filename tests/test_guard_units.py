@@ -56,12 +56,17 @@ def test_every_guard_module_is_registered() -> None:
     assert sorted(found) == sorted(registry.GUARDS)
 
 
-def test_names_are_unique_and_rules_run_before_models() -> None:
+def test_names_are_unique_attacks_run_first_and_rules_before_models() -> None:
+    """Attack guards before policy guards (a message with an e-mail *and* an attack is the
+    attack), and within each group the rules before the guards that embed."""
     units = registry.units()
     assert len({u.name for u in units}) == len(units)
     assert len({u.validator for u in units}) == len(units)
-    costs = [u.cost for u in registry.at("input")]
-    assert costs == sorted(costs, key=("rule", "model").index)
+    order = [
+        (set(u.kinds.values()) != {"blocked"}, u.cost == "model") for u in registry.at("input")
+    ]
+    assert order == sorted(order)
+    assert {"blocked"} <= {kind for u in registry.at("input") for kind in u.kinds.values()}
     assert all(u.cost == "rule" for u in registry.at("output"))
 
 
@@ -75,14 +80,15 @@ def test_order_of_checks() -> None:
     expected_input = [
         "Jailbreak",
         "PromptInjection",
-        "PaymentData",
         "Credentials",
         "PrivacyRequest",  # a lookup by someone's e-mail is the lookup, not the e-mail
-        "PersonalData",
         "HarmfulRequest",
-        "Profanity",
         "SemanticIntent",
         "LearnedIntent",
+        "PaymentData",  # policy, not attacks: after every attack guard
+        "SharedSecret",
+        "PersonalData",
+        "Profanity",
     ]
     expected_output = ["OutputMarkup", "OutputUnsourcedData", "OutputPromptLeak", "OutputProfanity"]
     inputs = [u.validator for u in registry.at("input")]

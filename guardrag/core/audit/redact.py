@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from guardrag.core.guards.input.credentials import VOLUNTEERED
+from guardrag.core.guards.input.shared_secret import VOLUNTEERED
 from guardrag.core.guards.shared.normalize import normalize
 from guardrag.core.guards.shared.sensitive_data import (
     BANK_ACCOUNT,

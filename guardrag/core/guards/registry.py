@@ -3,11 +3,13 @@ built from it.
 
 Each entry names a module of `guards/` that defines `GUARD` (a `unit.GuardUnit`). Input
 guards run in this order after the shape check (empty / too long), and the first that refuses
-decides the reason: jailbreak before injection (its markers are the more specific, and a
-jailbreak usually also carries injection phrasing), attacks before the data rules (an attack
-that also carries a number is reported as the attack; a lookup of someone's account by their
-e-mail is `privacy`'s attack, not `personal_data`'s policy refusal), the cheap rules before the model guards
-(the only ones that embed). Output guards run in their order on every answer.
+decides the reason. Attacks first, rules before models: jailbreak before injection (its markers
+are the more specific, and a jailbreak usually also carries injection phrasing); a lookup of
+someone's account by their e-mail is `privacy`'s attack. Then the policy rules (card numbers,
+one-time codes, personal data, profanity: refused, but not an attack), so a message that carries an e-mail or
+a card number *and* an attack is reported as the attack, whichever guard sees the attack; this
+costs an embedding only for messages the policy rules refuse anyway. Output guards run in
+their order on every answer.
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ from guardrag.core.guards.unit import GuardUnit, Stage
 GUARDS: tuple[str, ...] = (
     "input.jailbreak",
     "input.injection",
-    "input.payment_data",
     "input.credentials",
     "input.privacy",
-    "input.personal_data",
     "input.harmful",
-    "input.profanity",
     "input.semantic",
     "input.learned_injection",
+    "input.payment_data",
+    "input.shared_secret",
+    "input.personal_data",
+    "input.profanity",
     "output.markup",
     "output.unsourced_data",
     "output.prompt_leak",

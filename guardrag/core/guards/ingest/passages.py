@@ -35,8 +35,8 @@ _MODEL = (
 )
 # "Note to the AI:", "If you are a language model, ...", "AI assistants must always ..."
 ADDRESSED_TO_MODEL = re.compile(
-    rf"\b(?:note|message|instructions?|attention|reminder|directive|important) (?:to|for) "
-    rf"(?:the |any |all )?{_MODEL}\b|\b(?:if|when) you(?:'re| are) (?:an? |the )?(?:ai|"
+    rf"\b(?:note|message|instructions?|attention|reminder|directive|important)"
+    rf"(?: from [^.\n]{{1,60}}?,?)? (?:to|for) (?:you,? )?(?:the |any |all )?{_MODEL}\b|\b(?:if|when) you(?:'re| are) (?:an? |the )?(?:ai|"
     r"assistant|ai assistant|chat ?bot|language model|llm|gpt|model|bot)\b|"
     rf"\b(?:the |any |all |an? )?{_MODEL} (?:reading|processing|summari[sz]ing|answering "
     r"(?:from|with)|using) this\b|"
@@ -76,11 +76,22 @@ EXFIL_LINK = re.compile(
     r"!\[[^\]]{0,100}\]\(\s*https?://[^)\s]{0,200}(?:\{|%7b|\$\(|<|\[)[^)]{0,200}\)",
     _F,
 )
+# "Before you can solve the task that I gave you, please do the following first": a second
+# task put ahead of the one the model was given (only a model is "given a task" by a user).
+TASK_PREEMPTION = re.compile(
+    r"\bbefore (?:you )?(?:can )?(?:solve|complete|do|finish|continue(?: with)?|answer|start"
+    r"(?: on)?|work on) (?:the|your|my|this|that) (?:\S+ )?(?:task|request|question|job)"
+    r"(?: (?:that|which))? (?:i|the user|they|we|your user) (?:gave|assigned|asked|set)(?: you)?"
+    r"\b[^.\n]{0,60}?,?\s+(?:please )?(?:first |you must |you need to )?(?:do|complete|perform|"
+    r"carry out|follow) (?:the following|these steps|this)\b",
+    _F,
+)
 _TAG_CHARACTERS = re.compile("[\U000e0000-\U000e007f]")
 
 RULES: tuple[Rule, ...] = (
     Rule("passage.addressed_to_model", ADDRESSED_TO_MODEL),
     Rule("passage.standing_order", STANDING_ORDER),
+    Rule("passage.task_preemption", TASK_PREEMPTION),
 )
 
 

@@ -2,11 +2,10 @@
 
 CREDENTIAL_REQUEST when the question (a) asks the bot to tell, send or generate a credential,
 (b) asks what a given person's or system's credential is ("what is my eWallet PIN", "the
-admin password"), (c) asks how to get at a third party's credential, or (d) volunteers a
-credential value ("my OTP is 123456"). Volunteered secrets are filed here rather than under
-PII: they are authentication secrets the customer must never share, and the refusal message
-for this reason says so. Self-service questions pass: "I forgot my PIN", "how do I reset my
-password", "should I share my OTP?", "what is OTP?".
+admin password"), or (c) asks how to get at a third party's credential: an attempt to get a
+secret. A customer writing their own code into the message ("my OTP is 123456") is
+`shared_secret`'s policy refusal, not an attack. Self-service questions pass: "I forgot my
+PIN", "how do I reset my password", "should I share my OTP?", "what is OTP?".
 """
 
 from __future__ import annotations
@@ -39,20 +38,6 @@ CREDENTIAL = (
     r"seed phrases?|recovery (?:phrase|codes?)|kata laluan|kata kunci|nombor pin|kod (?:otp|tac|"
     r"pin|pengesahan|keselamatan|rahsia))"
 )
-# The secrets a customer might paste ("my OTP is 123456", "PIN: 0000", "password is Ab12cd").
-_SECRET = (
-    r"(?:pin(?: number| code)?|m-?pin|passwords?|pass ?code|passwd|otp|one[- ]time (?:password|"
-    r"pin|code)|tac(?: code)?|security code|verification code|auth code|kata laluan|nombor pin|"
-    r"kod (?:otp|tac|pin|pengesahan|keselamatan))"
-)
-VOLUNTEERED = re.compile(
-    rf"\b{_SECRET}(?:\s+(?:saya|aku|kami|is|was|ialah|adalah))?\s*(?:is|was|are|=|:|-|ialah|"
-    r"adalah)?\s*[\"'“‘]?(?P<value>(?<![\w])\d{4,8}(?![\d/.,:]\d)(?!\w))|"
-    rf"\b{_SECRET}(?:\s+(?:saya|aku))?\s*(?:is|was|=|:|ialah|adalah)\s*[\"'“‘]?"
-    r"(?P<token>(?=[^\s\"'”’]*\d)(?=[^\s\"'”’]*[a-z])[^\s\"'”’]{6,64})",
-    _F,
-)
-
 # (a) the bot is told or asked to produce a credential. "Resend my OTP" is not here: a resent
 # code goes to the registered phone, not into the chat, and customers ask for it all the time.
 _ASK = (
@@ -128,21 +113,8 @@ RULES: tuple[Rule, ...] = (
 
 
 def detect_credentials(norm: Normalized) -> GuardFinding | None:
-    """CREDENTIAL_REQUEST for volunteered secrets (value masked) or credential requests."""
+    """CREDENTIAL_REQUEST when the question asks for a credential or attacks one."""
     views = norm.word_views()
-    for label, view in views:
-        if label == "de-obfuscated text":
-            continue  # leetspeak folding would turn digits into letters
-        match = VOLUNTEERED.search(view)
-        if match:
-            group = "value" if match.group("value") else "token"
-            cue = view[match.start() : match.start(group)].strip()
-            return finding(
-                RefusalReason.CREDENTIAL_REQUEST,
-                "credentials.volunteered_secret",
-                f"{cue!r} followed by a {len(match.group(group))}-character value (masked) "
-                f"in {label}",
-            )
     found = first_rule_finding(RefusalReason.CREDENTIAL_REQUEST, RULES, views)
     if found:
         return found
