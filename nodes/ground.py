@@ -250,10 +250,10 @@ def _fallback(
 def _polarity(
     question: str, draft: str, report: GroundingReport, passages: list[Candidate]
 ) -> GroundingReport:
-    """`report`, made unsupported when the draft answers a document passage's question out of
-    kind (a figure asked, none stated: guardrag.core.grounding.kind) or its "Yes" contradicts
-    the passage its first claim rests on (guardrag.core.grounding.polarity). FAQ answers are
-    not read so."""
+    """`report`, made unsupported when the draft answers the question out of kind (a figure or
+    a price asked, none stated: guardrag.core.grounding.kind) or its "Yes" contradicts the
+    document passage its first claim rests on (guardrag.core.grounding.polarity; an FAQ
+    answer belongs to its own question, so a "Yes" is not read against it)."""
     first = report.claims[0] if report.claims else None
     number = (first.cited[0] if first and first.cited else None) or (
         first.best_passage if first else None
@@ -261,11 +261,9 @@ def _polarity(
     if first is None or not number or not 0 < number <= len(passages):
         return report
     source = passages[number - 1]
-    if source.is_faq:
-        return report
-    conflict = figure_missing(question, draft) or yes_conflict(
-        question, draft, str(source.payload.get("text") or "")
-    )
+    conflict = figure_missing(question, draft)
+    if conflict is None and not source.is_faq:
+        conflict = yes_conflict(question, draft, str(source.payload.get("text") or ""))
     if conflict is None:
         return report
     claim = replace(first, supported=False, best_passage=number, reason=conflict)

@@ -125,3 +125,20 @@ def test_reworded_demo_questions_offer_the_entry_that_answers_them(
     result = bot.ask(question, knobs={"use_llm": False})
     reached = [c.source_id for c in result.choices] + [c.source_id for c in result.citations]
     assert result.outcome in ("choices", "answered") and entry in reached, result.trail
+
+
+def test_a_draft_that_states_no_price_for_a_price_question_offers_the_entries_instead(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    """The bundled model once answered 'Do I pay anything to send money to my bank account?'
+    with 'Bank transfers are sent via DuitNow.': every word supported by an entry, no price.
+    The draft is not an answer of the kind asked: the close entries are offered instead,
+    the fee entry among them."""
+    chat.replies.append("Bank transfers are sent via DuitNow [1].")
+    result = bot.ask("Do I pay anything to send money to my bank account?")
+    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    assert chat.calls, f"the ranking decided without a draft:\n{steps}"
+    ground = next(d for d in result.trail if d.node == "ground")
+    assert "states no figure" in ground.reason, steps
+    assert result.outcome == "choices", steps
+    assert "kw-transfers-004" in [c.source_id for c in result.choices], steps

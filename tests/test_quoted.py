@@ -297,6 +297,12 @@ def test_a_word_the_kb_never_uses_does_not_count_against_a_quote() -> None:
         ("What minimum deposit level applies?", "A deposit of RM 50 applies.", False),
         ("How long does a refund take?", "Refunds are processed within a week.", False),
         ("What documents do I need?", "Bring your passport.", False),  # no figure asked
+        # a price asked in yes/no form needs a price, or "free"
+        ("Do I pay anything to send money to a bank?", "Transfers go via DuitNow [1].", True),
+        ("Do I pay anything to send money to a bank?", "The first 5 are free [1].", False),
+        ("Is there a fee for a new card?", "Yes, a new card costs RM 12.", False),
+        ("Is there a fee for a new card?", "You can order a card in the app.", True),
+        ("How do I pay my bills?", "Tap Pay Bills in the app.", False),  # no price asked
     ],
 )
 def test_a_question_asking_a_figure_needs_one(question: str, draft: str, missing: bool) -> None:

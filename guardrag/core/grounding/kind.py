@@ -1,24 +1,31 @@
 """An answer must be of the kind the question asks for: "How often ...?", "How long ...?", "At
-what age ...?", "What level ...?" ask for a figure, and a draft that states none ("Bloating is
-a symptom that can be associated with ovarian cancer.") answers something else, however well
-each of its words is supported by the passage."""
+what age ...?", "What level ...?" ask for a figure, and so does a question about a price ("Do I
+pay anything to ...?", "Is there a fee for ...?"); a draft that states none ("Bloating is a
+symptom that can be associated with ovarian cancer.", "Bank transfers are sent via DuitNow.")
+answers something else, however well each of its words is supported by its source."""
 
 from __future__ import annotations
 
 import re
 
-#: Questions that ask for a quantity: a frequency, a duration, a count, an age, a level.
+#: Questions that ask for a quantity: a frequency, a duration, a count, an age, a level, a price.
 _ASKS_FIGURE = re.compile(
     r"\b(?:how\s+(?:often|many|much|long|old|soon|frequently|far)|at\s+what\s+(?:age|point|"
     r"level|dose)|what\s+(?:\w+\s+){0,2}(?:age|ages|level|score|dose|percentage|threshold|"
-    r"number|amount|cut-?off|frequency|duration))\b",
+    r"number|amount|cut-?off|frequency|duration|fees?|charges?|price|cost))\b|"
+    # a price asked in yes/no form: "do I pay anything", "is there a fee", "does it cost"
+    r"(?<!how )(?<!where )(?<!when )(?<!why )\b(?:do|does|will|would|must|should)\s+(?:i|we|you|they|it|customers?|users?)\s+(?:have\s+"
+    r"to\s+|need\s+to\s+)?(?:pay|be\s+charged|cost|get\s+charged)\b|\b(?:is|are)\s+there\s+"
+    r"(?:an?\s+|any\s+)?(?:\w+\s+)?(?:fees?|charges?|costs?)\b|\bis\s+(?:it|this|that)\s+(?:free|"
+    r"chargeable)\b",
     re.IGNORECASE,
 )
-#: What states a quantity: digits, number words, frequencies and time words.
+#: What states a quantity: digits, number words, frequencies and time words, "free", a currency.
 _FIGURE = re.compile(
     r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
     r"hundred|thousand|once|twice|daily|weekly|monthly|yearly|annually|hourly|every|per|"
-    r"immediately|within|half|single|double|no\s+(?:age|minimum|maximum|limit))\b",
+    r"immediately|within|half|single|double|no\s+(?:age|minimum|maximum|limit|fees?|charges?|"
+    r"cost)|free|waived|nothing|rm|usd|sgd)\b|[$€£]",
     re.IGNORECASE,
 )
 
