@@ -56,14 +56,14 @@ def test_every_guard_module_is_registered() -> None:
     assert sorted(found) == sorted(registry.GUARDS)
 
 
-def test_names_are_unique_attacks_run_first_and_rules_before_models() -> None:
-    """Attack guards before policy guards (a message with an e-mail *and* an attack is the
-    attack), and within each group the rules before the guards that embed."""
+def test_names_are_unique_rules_run_before_models_and_attack_rules_first() -> None:
+    """The rules before the guards that embed, and among the rules the attack rules before
+    the policy rules (a message with an e-mail *and* an attack a rule names is the attack)."""
     units = registry.units()
     assert len({u.name for u in units}) == len(units)
     assert len({u.validator for u in units}) == len(units)
     order = [
-        (set(u.kinds.values()) != {"blocked"}, u.cost == "model") for u in registry.at("input")
+        (u.cost == "model", set(u.kinds.values()) != {"blocked"}) for u in registry.at("input")
     ]
     assert order == sorted(order)
     assert {"blocked"} <= {kind for u in registry.at("input") for kind in u.kinds.values()}
@@ -83,12 +83,12 @@ def test_order_of_checks() -> None:
         "Credentials",
         "PrivacyRequest",  # a lookup by someone's e-mail is the lookup, not the e-mail
         "HarmfulRequest",
-        "SemanticIntent",
-        "LearnedIntent",
-        "PaymentData",  # policy, not attacks: after every attack guard
+        "PaymentData",  # policy, not attacks: after every attack rule
         "SharedSecret",
         "PersonalData",
         "Profanity",
+        "SemanticIntent",  # the guards that embed: last
+        "LearnedIntent",
     ]
     expected_output = ["OutputMarkup", "OutputUnsourcedData", "OutputPromptLeak", "OutputProfanity"]
     inputs = [u.validator for u in registry.at("input")]

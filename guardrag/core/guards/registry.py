@@ -3,13 +3,14 @@ built from it.
 
 Each entry names a module of `guards/` that defines `GUARD` (a `unit.GuardUnit`). Input
 guards run in this order after the shape check (empty / too long), and the first that refuses
-decides the reason. Attacks first, rules before models: jailbreak before injection (its markers
-are the more specific, and a jailbreak usually also carries injection phrasing); a lookup of
-someone's account by their e-mail is `privacy`'s attack. Then the policy rules (card numbers,
-one-time codes, personal data, profanity: refused, but not an attack), so a message that carries an e-mail or
-a card number *and* an attack is reported as the attack, whichever guard sees the attack; this
-costs an embedding only for messages the policy rules refuse anyway. Output guards run in
-their order on every answer.
+decides the reason. The attack rules first: jailbreak before injection (its markers are the
+more specific, and a jailbreak usually also carries injection phrasing); a lookup of someone's
+account by their e-mail is `privacy`'s attack. Then the policy rules (card numbers, one-time
+codes, personal data, profanity: refused, but not an attack), so a message that carries an
+e-mail or a card number *and* an attack a rule names is reported as the attack. The model
+guards last (the only ones that embed): a message a policy rule already explains is not
+left to the classifier's guess ("Your support is absolute bullshit." is profanity, not the
+injection the classifier would call it). Output guards run in their order on every answer.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ GUARDS: tuple[str, ...] = (
     "input.credentials",
     "input.privacy",
     "input.harmful",
-    "input.semantic",
-    "input.learned_injection",
     "input.payment_data",
     "input.shared_secret",
     "input.personal_data",
     "input.profanity",
+    "input.semantic",
+    "input.learned_injection",
     "output.markup",
     "output.unsourced_data",
     "output.prompt_leak",
