@@ -198,8 +198,8 @@ LOOKUP_BY_ID = re.compile(
 # "email the receipt to me at ali@..." (no gathering, nothing in bulk) stays `personal_data`.
 _ADDRESS = r"(?=[\"'<]?\S+@\S+\.\w|\+?\d[\d -]{6,}\d)"
 _SEND_TO_ADDRESS = (
-    r"\b(?:send|e-?mail|mail|forward|share|upload|post|cc)\b(?:\s+\S+){0,14}?\s+(?:to|with)\s+"
-    r"(?:\S+\s+){0,6}?" + _ADDRESS
+    r"\b(?:send|e-?mail|mail|forward|share|upload|post|cc)\b(?:\s+\S+){0,10}?\s+(?:to|with)\s+"
+    r"(?:\S+\s+){0,5}?" + _ADDRESS
 )
 _GATHER = (
     r"\b(?:retrieve|retrive|get|fetch|list|find|search|download|access|check|collect|extract|"
@@ -210,8 +210,8 @@ _BULK = (
     r"|body|all|every|everything|entire)\b"
 )
 EXFILTRATION = re.compile(
-    rf"{_GATHER}(?:\s+\S+){{1,40}}?\s+{_SEND_TO_ADDRESS}|{_BULK}(?:\s+\S+){{0,14}}?\s+(?:to|with)\s+"
-    rf"(?:\S+\s+){{0,6}}?{_ADDRESS}",
+    rf"{_GATHER}(?:\s+\S+){{1,30}}?\s+{_SEND_TO_ADDRESS}|{_BULK}(?:\s+\S+){{0,10}}?\s+(?:to|with)\s+"
+    rf"(?:\S+\s+){{0,5}}?{_ADDRESS}",
     _F,
 )
 
