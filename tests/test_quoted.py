@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from guardrag.config.prompts import NO_ANSWER
 from guardrag.config.settings import Settings
 from guardrag.core.bands import row_keyed_by
 from guardrag.core.embedder import OnnxEmbedder
@@ -388,3 +389,32 @@ def test_ng12_research_and_update_sections_are_asides_and_no_recommendation_is()
     assert tables and all(e.aside is None for e in tables)  # the PSA table is read as rows
     numbered = [e for e in entries if re.match(r"1\.\d+\.\d+ ", e.text)]
     assert numbered and not any(e.aside for e in numbered)
+
+
+def test_the_one_passage_the_model_said_no_to_is_quoted_when_it_holds_the_key_terms(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    guide = tmp_path / "guide.md"
+    guide.write_text(
+        "# Repair guide\n\n## Windows\n\nA broken window is boarded up on the day it is reported, "
+        "even if the tenant reported a broken window earlier in the year.\n\n## Complaints\n\n"
+        "Complaints are answered within 10 working days.\n"
+    )
+    with document_bot(settings, embedder, guide, "guide", NO_ANSWER) as bot:
+        result = bot.ask(
+            "My broken window was reported earlier this year. Is a broken window still boarded "
+            "up on the day it is reported?",
+            "guide",
+        )
+    with document_bot(settings, embedder, guide, "guide", NO_ANSWER) as bot:
+        lay = bot.ask("Is a cracked window pane replaced by the council?", "guide")
+    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    assert result.route == "quoted", steps
+    assert result.answer.startswith("A broken window is boarded up on the day it is reported")
+    generated = next(d for d in result.trail if d.node == "generate")
+    assert generated.verdict == "hit" and "do not answer" in generated.reason
+    # the quote shares only "window" with a question in words the guide never uses: the
+    # model's "no" stands
+    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in lay.trail)
+    assert lay.refusal is not None and lay.refusal.reason.value == "no_relevant_docs", steps
+    assert lay.refusal.stage == "quote" and "lacks the question's key terms" in steps
