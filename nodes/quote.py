@@ -40,7 +40,7 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
     # in the quote can overrule it
     drafted = bool(state.get("draft"))
     refusal = RefusalReason.NOT_GROUNDED if drafted else RefusalReason.NO_RELEVANT_DOCS
-    strong_semantic = run.strong_semantic if drafted else float("inf")
+    strong_semantic = run.strong_semantic if drafted else None
     source = state["quote_from"][0]
     payload = source.payload
     label = str(payload.get("label") or payload.get("source_id") or source.id)
@@ -70,7 +70,7 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
     problem = quote_problem(found, covered, run.min_evidence_coverage, strong_semantic)
     evidence = {
         "similarity": round(found.similarity, 4),
-        "strong_semantic": strong_semantic if drafted else None,
+        "strong_semantic": strong_semantic,
         "units": list(found.units),
         "quote": found.text[:300],
     }

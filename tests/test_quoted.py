@@ -111,6 +111,8 @@ def test_a_quote_without_the_question_s_key_terms_is_not_served() -> None:
     assert problem is not None and "coverage 0.10 < 0.3" in problem and "0.50 < 0.7" in problem
     assert quote_problem(quote, 0.45, 0.3, 0.7) is None  # the key terms are there
     assert quote_problem(quote, 0.1, 0.3, 0.45) is None  # or it is very close in meaning
+    strict = quote_problem(quote, 0.1, 0.3, None)  # unless closeness may not stand in
+    assert strict == "the quote lacks the question's key terms: coverage 0.10 < 0.3"
 
 
 def test_a_long_list_with_its_lead_in_is_still_one_quote() -> None:

@@ -115,10 +115,11 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
 
 
 def quote_problem(
-    quote: Quote, covered: float, min_coverage: float, strong_semantic: float
+    quote: Quote, covered: float, min_coverage: float, strong_semantic: float | None
 ) -> str | None:
     """Why `quote` cannot be served as the answer, or None. `covered` is the share of the
-    question's (IDF-weighted) words the quote holds."""
+    question's (IDF-weighted) words the quote holds; `strong_semantic` the similarity that
+    stands in for them (None: nothing does)."""
     lines = [line.split() for line in quote.text.splitlines()]
     longest = max((len(words) for words in lines), default=0)
     if longest > QUOTE_LINE_WORDS:
@@ -131,9 +132,13 @@ def quote_problem(
     total = sum(len(words) for words in lines)
     if total > QUOTE_MAX_WORDS:
         return f"quote of {total} words > {QUOTE_MAX_WORDS}"
-    if covered < min_coverage and quote.similarity < strong_semantic:
-        return (
-            f"the quote lacks the question's key terms: coverage {covered:.2f} < "
-            f"{min_coverage} and similarity {quote.similarity:.2f} < {strong_semantic}"
+    # strong_semantic None: closeness in meaning cannot stand in for the key terms
+    close = strong_semantic is not None and quote.similarity >= strong_semantic
+    if covered < min_coverage and not close:
+        also = (
+            f" and similarity {quote.similarity:.2f} < {strong_semantic}"
+            if strong_semantic is not None
+            else ""
         )
+        return f"the quote lacks the question's key terms: coverage {covered:.2f} < {min_coverage}{also}"
     return None
