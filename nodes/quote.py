@@ -2,18 +2,19 @@
 the model said the one document passage it was given does not answer.
 
 `ground` sends here the document passage the draft drew on (among those the model was given:
-the judge's choice, when it was asked); `generate` the single passage the model said no to. The one or two sentences of it that answer the
-question best (a list with its lead-in, a table row under its header) are the answer,
-verbatim, with the passage's citation (route `quoted`, no model writing), only when they could
-stand as an answer on their own (guardrag.core.quote.quote_problem): a sentence, not a run of
-flattened table cells; not the document's opening; and holding `min_evidence_coverage` of the
-question's IDF-weighted words that the KB uses at all (a lay word no passage holds cannot be
-quoted; KBStats.known_coverage), or semantically very close to it (`strong_semantic`).
+the judge's choice, when it was asked); `generate` the single passage the model said no to.
+The one or two sentences of it that answer the question best (a list with its lead-in, a table
+row under its header) are the answer, verbatim, with the passage's citation (route `quoted`,
+no model writing), only when they could stand as an answer on their own
+(guardrag.core.quote.quote_problem): a sentence, not a run of flattened table cells; not the
+document's opening; and holding `min_evidence_coverage` of the question's IDF-weighted words
+that the KB uses at all (a lay word no passage holds cannot be quoted;
+KBStats.known_coverage), or semantically very close to it (`strong_semantic`).
 After the model's "no", closeness in meaning is not enough: the quote must hold the question's
 key words, counting those the KB never uses (a lay word the document does not share cannot
-overrule the model). Anything else is refused `not_grounded` (after a draft) or `no_relevant_docs` (after
-the model's "no"), with the quote's coverage and similarity against those thresholds in the
-trail.
+overrule the model). Anything else is refused `not_grounded` (after a draft) or
+`no_relevant_docs` (after the model's "no"), with the quote's coverage and similarity against
+those thresholds in the trail.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ or a table row under its header row and the table's caption (a caption alone ans
 nothing). A row is told from the other rows by the question's words in its cells, or by the
 band its label gives ("60 to 69") holding a number of the question ("a 65-year-old";
 guardrag.core.bands). Each unit is scored against the question by the embedder and by the
-question's words it holds; the best unit is quoted, with its neighbour when that scores nearly as well.
+question's words it holds; the best unit is quoted, with its neighbour when that scores nearly
+as well.
 
 A quote is served only when it could stand as an answer on its own (`quote_problem`): no line
 longer than a sentence runs (a table flattened into one line by a PDF has no sentence to cut
@@ -140,5 +141,6 @@ def quote_problem(
             if strong_semantic is not None
             else ""
         )
-        return f"the quote lacks the question's key terms: coverage {covered:.2f} < {min_coverage}{also}"
+        lacks = f"the quote lacks the question's key terms: coverage {covered:.2f} < {min_coverage}"
+        return f"{lacks}{also}"
     return None
