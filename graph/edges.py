@@ -41,7 +41,8 @@ ROUTES: dict[str, dict[str, NodeName]] = {
     "rerank": {"hit": "moderate_output", "pass": "judge_passages", "miss": "rephrase"},
     "judge_passages": {"pass": "generate"},
     "rephrase": {"pass": "retrieve", "miss": "rerank"},
-    "generate": {"pass": "ground"},
+    # hit: the model said no to the one document passage it was given; its sentences are tried
+    "generate": {"pass": "ground", "hit": "quote"},
     # miss: an FAQ entry answers verbatim instead; hit: a document passage to quote from
     "ground": {"pass": "moderate_output", "miss": "moderate_output", "hit": "quote"},
     "quote": {"pass": "moderate_output"},

@@ -1,7 +1,11 @@
 """generate: asks the chat model to answer from the reranked passages, citing them as [n].
 
 Refuses llm_unavailable when no model is configured or the call fails (timeout, HTTP error,
-empty output), and no_relevant_docs when the model itself says the passages don't answer.
+empty output), and no_relevant_docs when the model itself says the passages don't answer;
+except when it was given a single document passage (rerank passed one, or the judge chose
+one): retrieval settled on that passage and only the small model disagrees, so its own
+sentences are tried (`quote`, which then asks the quote to hold the question's key terms: the
+model's "no" outweighs closeness in meaning alone).
 A draft longer than `max_answer_tokens` is cut there, at its last whole sentence: the cap
 bounds the wait on a CPU (the small model pads long answers with steps the passages never
 gave), and a half sentence is neither an answer nor checkable.
@@ -48,6 +52,11 @@ def passage_text(passage: Candidate) -> str:
     return f"{passage.payload.get('title', '')}\n{passage.payload.get('text', '')}".strip()
 
 
+def _one_document(passages: list[Candidate]) -> bool:
+    """Whether the model was given exactly one passage, and that a document chunk."""
+    return len(passages) == 1 and not passages[0].is_faq
+
+
 def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     services = runtime.context
     if services.chat_model is None:
@@ -81,7 +90,11 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
             decision = decide(NODE, "error", "LLM returned an empty answer")
             return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision, usage=usage)
         if prompts.NO_ANSWER in text:
-            decision = decide(NODE, "miss", "model: the passages do not answer the question")
+            said_no = "model: the passages do not answer the question"
+            if knobs(config).grounding_fallback_to_faq and _one_document(passages):
+                decision = decide(NODE, "hit", f"{said_no}; the passage's sentences to be quoted")
+                return {"quote_from": passages, "usage": usage, "trail": [decision]}
+            decision = decide(NODE, "miss", said_no)
             return refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision, usage=usage)
         check = check_draft(
             text, [passage_text(p) for p in passages], state["question"], prompts.LEAKABLE

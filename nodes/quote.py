@@ -1,14 +1,19 @@
-"""quote: answers with a document's own sentences when the model's draft failed grounding.
+"""quote: answers with a document's own sentences when the model's draft failed grounding, or
+the model said the one document passage it was given does not answer.
 
 `ground` sends here the document passage the draft drew on (among those the model was given:
-the judge's choice, when it was asked). The one or two sentences of it that answer the
-question best (a list with its lead-in, a table row under its header) are the answer,
-verbatim, with the passage's citation (route `quoted`, no model writing), only when they could
-stand as an answer on their own (guardrag.core.quote.quote_problem): a sentence, not a run of
-flattened table cells; not the document's opening; and holding `min_evidence_coverage` of the
-question's IDF-weighted words that the KB uses at all (a lay word no passage holds cannot be
-quoted; KBStats.known_coverage), or semantically very close to it (`strong_semantic`).
-Anything else is refused `not_grounded`, with the quote's coverage and similarity against
+the judge's choice, when it was asked); `generate` the single passage the model said no to.
+The one or two sentences of it that answer the question best (a list with its lead-in, a table
+row under its header) are the answer, verbatim, with the passage's citation (route `quoted`,
+no model writing), only when they could stand as an answer on their own
+(guardrag.core.quote.quote_problem): a sentence, not a run of flattened table cells; not the
+document's opening; and holding `min_evidence_coverage` of the question's IDF-weighted words
+that the KB uses at all (a lay word no passage holds cannot be quoted;
+KBStats.known_coverage), or semantically very close to it (`strong_semantic`).
+After the model's "no", closeness in meaning is not enough: the quote must hold the question's
+key words, counting those the KB never uses (a lay word the document does not share cannot
+overrule the model). Anything else is refused `not_grounded` (after a draft) or
+`no_relevant_docs` (after the model's "no"), with the quote's coverage and similarity against
 those thresholds in the trail.
 """
 
@@ -32,12 +37,17 @@ log = logging.getLogger("guardrag.nodes")
 
 def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
     run = knobs(config)
+    # no draft: the model said the passage does not answer; only the question's own key words
+    # in the quote can overrule it
+    drafted = bool(state.get("draft"))
+    refusal = RefusalReason.NOT_GROUNDED if drafted else RefusalReason.NO_RELEVANT_DOCS
+    strong_semantic = run.strong_semantic if drafted else None
     source = state["quote_from"][0]
     payload = source.payload
     label = str(payload.get("label") or payload.get("source_id") or source.id)
     if payload.get("aside") == OPENING:
         decision = decide(NODE, "block", f"{label} is the document's opening, not an answer")
-        return refuse_with(RefusalReason.NOT_GROUNDED, decision)
+        return refuse_with(refusal, decision)
     question = state["question"]
     heading = str(payload.get("section") or payload.get("title") or "")
     try:
@@ -50,15 +60,18 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
         return refuse_with(RefusalReason.MODEL_UNAVAILABLE, decision)
     if found is None:
         decision = decide(NODE, "block", f"{label} has no sentence to quote")
-        return refuse_with(RefusalReason.NOT_GROUNDED, decision)
+        return refuse_with(refusal, decision)
     stats = runtime.context.kb_stats.peek(state["kb"])
-    covered = (
-        stats.known_coverage(question, found.text) if stats else coverage(question, found.text)
-    )
-    problem = quote_problem(found, covered, run.min_evidence_coverage, run.strong_semantic)
+    if stats is None:
+        covered = coverage(question, found.text)
+    elif drafted:
+        covered = stats.known_coverage(question, found.text)
+    else:  # after the model's "no", a word no passage holds counts against the quote too
+        covered = stats.idf_coverage(question, found.text)
+    problem = quote_problem(found, covered, run.min_evidence_coverage, strong_semantic)
     evidence = {
         "similarity": round(found.similarity, 4),
-        "strong_semantic": run.strong_semantic,
+        "strong_semantic": strong_semantic,
         "units": list(found.units),
         "quote": found.text[:300],
     }
@@ -66,7 +79,7 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
         decision = decide(
             NODE, "block", f"{label}: {problem}", covered, run.min_evidence_coverage, **evidence
         )
-        return refuse_with(RefusalReason.NOT_GROUNDED, decision)
+        return refuse_with(refusal, decision)
     decision = decide(
         NODE,
         "pass",

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from guardrag.config.prompts import NO_ANSWER
 from guardrag.config.settings import Settings
+from guardrag.core.bands import row_keyed_by
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.grounding.polarity import negated_words, yes_conflict
 from guardrag.core.kb.asides import aside_of, asked_about
@@ -57,11 +59,38 @@ def test_a_table_s_caption_heads_each_row_and_is_no_unit_alone() -> None:
 
 
 def test_a_row_without_the_question_s_terms_is_not_quoted(embedder: OnnxEmbedder) -> None:
-    table = "Age (years) | Threshold\nBelow 40 | Use judgement\n60 to 69 | More than 4.5\n"
+    table = "Region | Threshold\nNorth | Use judgement\nSouth | More than 4.5\n"
     quote = best_quote("What threshold for a man aged 65?", table, embedder)
-    assert quote is not None  # the embedder cannot tell 65 is in "60 to 69": no row to serve
+    assert quote is not None and not quote.keyed  # no row is told from the others
     problem = quote_problem(quote, 1.0, 0.3, 0.7)
     assert problem is not None and "told from the other rows" in problem
+
+
+def test_the_row_whose_band_holds_the_question_s_number_is_quoted(
+    embedder: OnnxEmbedder,
+) -> None:
+    table = (
+        "Table 2 Review fee by age\nAge (years) | Fee\nBelow 40 | Ask the office\n"
+        "40 to 59 | 20 pounds\n60 to 69 | 35 pounds\n70 and over | No fee\n"
+    )
+    quote = best_quote("What fee does a 65-year-old pay for a review?", table, embedder)
+    assert quote is not None and quote.keyed and quote.text.endswith("60 to 69 | 35 pounds")
+    assert quote.text.startswith("Table 2 Review fee by age\nAge (years) | Fee")
+    assert quote_problem(quote, 1.0, 0.3, 0.7) is None
+    under = best_quote("Is there a review fee for people under 40?", table, embedder)
+    assert under is not None and under.keyed and under.text.endswith("Below 40 | Ask the office")
+    older = best_quote("What does someone aged 82 pay?", table, embedder)
+    assert older is not None and older.text.endswith("70 and over | No fee")
+
+
+def test_bands_of_row_labels_and_questions() -> None:
+    assert row_keyed_by("a 65-year-old man", "60 to 69")
+    assert row_keyed_by("men under 40", "Below 40") and not row_keyed_by("men under 40", "40-49")
+    assert row_keyed_by("aged 40", "40 to 49") and not row_keyed_by("aged 39", "40 to 49")
+    assert row_keyed_by("aged 80", "75+") and row_keyed_by("older than 79", "Over 79")
+    assert not row_keyed_by("a 65-year-old man", "Dysphagia")  # no band
+    assert not row_keyed_by("a 5% rise at 65", "1 to 9")  # a percentage is a value, not a key
+    assert not row_keyed_by("see recommendation 1.6.3", "1 to 9")  # a paragraph number
 
 
 def test_the_row_asked_about_is_quoted_alone(embedder: OnnxEmbedder) -> None:
@@ -82,6 +111,8 @@ def test_a_quote_without_the_question_s_key_terms_is_not_served() -> None:
     assert problem is not None and "coverage 0.10 < 0.3" in problem and "0.50 < 0.7" in problem
     assert quote_problem(quote, 0.45, 0.3, 0.7) is None  # the key terms are there
     assert quote_problem(quote, 0.1, 0.3, 0.45) is None  # or it is very close in meaning
+    strict = quote_problem(quote, 0.1, 0.3, None)  # unless closeness may not stand in
+    assert strict == "the quote lacks the question's key terms: coverage 0.10 < 0.3"
 
 
 def test_a_long_list_with_its_lead_in_is_still_one_quote() -> None:
@@ -182,6 +213,18 @@ def test_research_and_update_headings_are_asides() -> None:
     assert not asked_about("Who wrote it?", "opening")
 
 
+def test_rationale_sections_are_set_aside_unless_the_question_asks_why() -> None:
+    assert aside_of(["Rationale and impact", "Boarding up", "Why we made the rule"]) == "rationale"
+    assert aside_of(["Repairs", "Why the panel made the recommendations"]) == "rationale"
+    assert aside_of(["Appendix B", "Committee discussion"]) == "rationale"
+    assert aside_of(["Basis for conclusions"]) == "rationale"
+    assert aside_of(["Repairs", "1.3 Why repairs are urgent"]) is None  # a real section
+    assert aside_of(["Discussion forums"]) is None
+    assert asked_about("Why does the guide recommend boarding up within a day?", "rationale")
+    assert asked_about("What evidence supports the repair time?", "rationale")
+    assert not asked_about("What repair time applies to a broken window?", "rationale")
+
+
 def test_publisher_notices_and_contents_are_not_answers() -> None:
     assert aside_of(["Your responsibility"]) == "notice" and aside_of(["Disclaimer"]) == "notice"
     assert aside_of(["Contents"]) == "opening" and aside_of(["Table of contents"]) == "opening"
@@ -203,6 +246,9 @@ def test_asides_are_marked_at_ingest_and_set_aside_unless_asked(tmp_path: Path) 
                 Line("Does boarding up windows within a day reduce break-ins?"),
                 Line("Update information", 16),
                 Line("In 2024 the window repair recommendation was changed."),
+                Line("Rationale and impact", 16),
+                Line("Why the council made the recommendation", 14),
+                Line("Evidence showed that most break-ins follow within two days."),
             ],
         ],
     )
@@ -210,6 +256,7 @@ def test_asides_are_marked_at_ingest_and_set_aside_unless_asked(tmp_path: Path) 
     by_text = {e.text.split()[0]: e for e in entries}
     assert by_text["Published"].aside == "opening" and by_text["1.1"].aside is None
     assert by_text["Does"].aside == "research" and by_text["In"].aside == "changes"
+    assert by_text["Evidence"].aside == "rationale"
 
     class Hit:
         def __init__(self, payload: dict[str, object]) -> None:
@@ -218,9 +265,11 @@ def test_asides_are_marked_at_ingest_and_set_aside_unless_asked(tmp_path: Path) 
     candidates = [Hit(e.payload()) for e in entries]
     kept, set_aside = _answers("Should broken windows be boarded up?", candidates)  # type: ignore[arg-type]
     assert {c.payload["aside"] for c in kept} == {"opening", None}
-    assert sorted(set_aside.values()) == ["changes", "research"]
+    assert sorted(set_aside.values()) == ["changes", "rationale", "research"]
     kept, _ = _answers("What changed in the 2024 update?", candidates)  # type: ignore[arg-type]
     assert "changes" in {c.payload["aside"] for c in kept}
+    kept, _ = _answers("Why board up broken windows the same day?", candidates)  # type: ignore[arg-type]
+    assert "rationale" in {c.payload["aside"] for c in kept}
 
 
 # --- the route, over a real document and the real embedder -------------------------------
@@ -348,3 +397,32 @@ def test_ng12_research_and_update_sections_are_asides_and_no_recommendation_is()
     assert tables and all(e.aside is None for e in tables)  # the PSA table is read as rows
     numbered = [e for e in entries if re.match(r"1\.\d+\.\d+ ", e.text)]
     assert numbered and not any(e.aside for e in numbered)
+
+
+def test_the_one_passage_the_model_said_no_to_is_quoted_when_it_holds_the_key_terms(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    guide = tmp_path / "guide.md"
+    guide.write_text(
+        "# Repair guide\n\n## Windows\n\nA broken window is boarded up on the day it is reported, "
+        "even if the tenant reported a broken window earlier in the year.\n\n## Complaints\n\n"
+        "Complaints are answered within 10 working days.\n"
+    )
+    with document_bot(settings, embedder, guide, "guide", NO_ANSWER) as bot:
+        result = bot.ask(
+            "My broken window was reported earlier this year. Is a broken window still boarded "
+            "up on the day it is reported?",
+            "guide",
+        )
+    with document_bot(settings, embedder, guide, "guide", NO_ANSWER) as bot:
+        lay = bot.ask("Is a cracked window pane replaced by the council?", "guide")
+    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    assert result.route == "quoted", steps
+    assert result.answer.startswith("A broken window is boarded up on the day it is reported")
+    generated = next(d for d in result.trail if d.node == "generate")
+    assert generated.verdict == "hit" and "do not answer" in generated.reason
+    # the quote shares only "window" with a question in words the guide never uses: the
+    # model's "no" stands
+    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in lay.trail)
+    assert lay.refusal is not None and lay.refusal.reason.value == "no_relevant_docs", steps
+    assert lay.refusal.stage == "quote" and "lacks the question's key terms" in steps

@@ -4,8 +4,11 @@ document's own words, so that no model has to write (and cannot invent a figure)
 A passage is cut into answer units: a sentence, a lead-in that ends with a colon together
 with the list items that complete it ("Refer people ... if they: - are aged 40 and over ..."),
 or a table row under its header row and the table's caption (a caption alone answers
-nothing). Each unit is scored against the question by the embedder and by the question's
-words it holds; the best unit is quoted, with its neighbour when that scores nearly as well.
+nothing). A row is told from the other rows by the question's words in its cells, or by the
+band its label gives ("60 to 69") holding a number of the question ("a 65-year-old";
+guardrag.core.bands). Each unit is scored against the question by the embedder and by the
+question's words it holds; the best unit is quoted, with its neighbour when that scores nearly
+as well.
 
 A quote is served only when it could stand as an answer on its own (`quote_problem`): no line
 longer than a sentence runs (a table flattened into one line by a PDF has no sentence to cut
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from guardrag.core.bands import row_keyed_by
 from guardrag.core.embedder import Encoder
 from guardrag.core.kb.blocks import is_caption
 from guardrag.core.text import coverage
@@ -47,6 +51,8 @@ class Quote:
     units: tuple[int, ...]
     similarity: float
     coverage: float
+    #: A table row whose label's band holds a number of the question ("60 to 69": aged 65).
+    keyed: bool = False
 
 
 def answer_units(text: str) -> list[str]:
@@ -90,9 +96,12 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     vectors = encoder.embed([question, *(context + u for u in units)])
     similarity = vectors[1:] @ vectors[0]
     # a table row is told from the other rows by its own cells, not the caption and header
-    # every row shares
+    # every row shares, or by the band its label gives for a number of the question
     covered = np.array([coverage(question, u.splitlines()[-1] if CELL in u else u) for u in units])
-    score = similarity + 0.25 * covered
+    keyed = np.array(
+        [CELL in u and row_keyed_by(question, u.splitlines()[-1].split(CELL)[0]) for u in units]
+    )
+    score = similarity + 0.25 * covered + 0.25 * keyed
     best = int(np.argmax(score))
     chosen = {best}
     for neighbour in (best - 1, best + 1):
@@ -103,19 +112,20 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     # a list item never stands without its lead-in, a lead-in never without its items
     order = tuple(sorted(chosen))
     text = " ".join(units[i] for i in order)
-    return Quote(text, order, float(similarity[best]), float(covered[best]))
+    return Quote(text, order, float(similarity[best]), float(covered[best]), bool(keyed[best]))
 
 
 def quote_problem(
-    quote: Quote, covered: float, min_coverage: float, strong_semantic: float
+    quote: Quote, covered: float, min_coverage: float, strong_semantic: float | None
 ) -> str | None:
     """Why `quote` cannot be served as the answer, or None. `covered` is the share of the
-    question's (IDF-weighted) words the quote holds."""
+    question's (IDF-weighted) words the quote holds; `strong_semantic` the similarity that
+    stands in for them (None: nothing does)."""
     lines = [line.split() for line in quote.text.splitlines()]
     longest = max((len(words) for words in lines), default=0)
     if longest > QUOTE_LINE_WORDS:
         return f"no sentence to quote: a line of {longest} words > {QUOTE_LINE_WORDS}"
-    if CELL in quote.text and quote.coverage < min_coverage:
+    if CELL in quote.text and quote.coverage < min_coverage and not quote.keyed:
         return (
             f"the table row holds too few of the question's terms to be told from the other "
             f"rows: coverage {quote.coverage:.2f} < {min_coverage}"
@@ -123,9 +133,14 @@ def quote_problem(
     total = sum(len(words) for words in lines)
     if total > QUOTE_MAX_WORDS:
         return f"quote of {total} words > {QUOTE_MAX_WORDS}"
-    if covered < min_coverage and quote.similarity < strong_semantic:
-        return (
-            f"the quote lacks the question's key terms: coverage {covered:.2f} < "
-            f"{min_coverage} and similarity {quote.similarity:.2f} < {strong_semantic}"
+    # strong_semantic None: closeness in meaning cannot stand in for the key terms
+    close = strong_semantic is not None and quote.similarity >= strong_semantic
+    if covered < min_coverage and not close:
+        also = (
+            f" and similarity {quote.similarity:.2f} < {strong_semantic}"
+            if strong_semantic is not None
+            else ""
         )
+        lacks = f"the quote lacks the question's key terms: coverage {covered:.2f} < {min_coverage}"
+        return f"{lacks}{also}"
     return None

@@ -8,7 +8,11 @@ never made. A chunk under such a heading is marked at ingest with its kind of as
 leaves it out unless the question asks about that kind ("What research does it call for?",
 "What changed in the last update?"). A publisher's notice about using the document ("Your
 responsibility", "Disclaimer", "Notice of rights") says how to read it, not what it says, and is
-set aside the same way unless the question asks about obligations, liability or rights. The
+set aside the same way unless the question asks about obligations, liability or rights. A
+"Rationale", "Why the committee made the recommendations" or "Committee discussion" section
+explains a recommendation (the evidence, what was weighed, what was left to judgement): served
+to "What threshold should I use?" it reads as an answer it is not, so it is set aside unless
+the question asks why, or about the reasoning or evidence behind it. The
 document's opening (title page, publication details, the text before its first section, and a
 "Contents" section: its leader lines are dropped by the reader, the front matter after them
 stays) is marked too, and is never quoted as an answer.
@@ -36,6 +40,13 @@ _HEADINGS: dict[str, re.Pattern[str]] = {
         r"summary\s+of\s+changes)\b",
         re.IGNORECASE,
     ),
+    "rationale": re.compile(
+        r"\b(?:rationales?|why\s+(?:the|we|this)\s+(?:\w+\s+)?(?:made|recommend\w*|decided|"
+        r"chose)|(?:committee|panel|board|group)(?:'s)?\s+discussions?|discussions?\s+of\s+"
+        r"the\s+evidence|basis\s+for\s+(?:the\s+)?conclusions?|evidence\s+to\s+"
+        r"recommendations?|how\s+the\s+recommendations?\s+might\s+affect\s+practice)\b",
+        re.IGNORECASE,
+    ),
     "notice": re.compile(
         r"^\s*(?:your\s+responsibilit(?:y|ies)|disclaimers?|legal\s+notices?|notice\s+of\s+"
         r"rights|copyright(?:\s+notice)?|acknowledge?ments?)\s*$",
@@ -54,6 +65,11 @@ _ASKED: dict[str, re.Pattern[str]] = {
         r"replaced|withdrawn)\b",
         re.IGNORECASE,
     ),
+    "rationale": re.compile(
+        r"\b(?:why|rationales?|reason\w*|justif\w*|committee|panel|evidence|basis|"
+        r"explain\w*)\b",
+        re.IGNORECASE,
+    ),
     "notice": re.compile(
         r"\b(?:responsib\w*|mandatory|obligat\w*|disclaim\w*|liab\w*|copyright|legal\w*|"
         r"rights?|permission|reproduc\w*|acknowledg\w*|override)\b",
@@ -63,8 +79,8 @@ _ASKED: dict[str, re.Pattern[str]] = {
 
 
 def aside_of(path: Sequence[str]) -> str | None:
-    """The kind of aside a chunk under this heading path is ("research", "changes", "notice",
-    the "opening" for a contents section), or None."""
+    """The kind of aside a chunk under this heading path is ("research", "changes",
+    "rationale", "notice", the "opening" for a contents section), or None."""
     if path and _FRONT.match(path[0]):
         return OPENING
     for kind, pattern in _HEADINGS.items():
