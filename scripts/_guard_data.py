@@ -27,8 +27,6 @@ INJECTION_FAMILIES = {
     "obfuscation",
 }
 EXEMPLAR_FAMILIES = {"override", "prompt_extraction", "jailbreak"}
-#: The shared FAQ sets never fitted or chosen on: checks only (NG12 is not a FAQ set here).
-HELD_OUT_FAQ = {"covidfaq"}
 
 
 def shared() -> Path:
@@ -86,23 +84,6 @@ def benign_requests(extra: list[Path]) -> list[Example]:
         out += [
             Example(t, 0, "requests", family=f"requests:{path.stem}") for t in read_requests(path)
         ]
-    return out
-
-
-def faq_questions() -> list[Example]:
-    """Every real question of the shared public FAQ sets (entries and queries; the held-out
-    sets left out) as a benign example of group `faq:<set>`, family `faq:<set>:<part>`."""
-    root = shared() / "faq"
-    out: list[Example] = []
-    for folder in sorted(root.glob("*")) if root.exists() else []:
-        if folder.name in HELD_OUT_FAQ:
-            continue
-        for part in ("kb", "queries"):
-            path = folder / f"{part}.jsonl"
-            if path.exists():
-                texts = dict.fromkeys(str(r["question"]) for r in jsonl(path))
-                group = f"faq:{folder.name}"
-                out += [Example(t, 0, group, family=f"{group}:{part}") for t in texts]
     return out
 
 

@@ -32,13 +32,10 @@ stronger l2). The TEST split is scored once, after the choice, and only reported
 
 The second reader is the same kind of model over all-mpnet-base-v2 vectors (installed by
 `make llm`), on the same examples and folds, with a band: a message whose MiniLM score is at or
-above the band is flagged when MPNet's score reaches its threshold, and passes otherwise. Its
-negatives also hold every question of the shared public FAQ sets (../shared/data/faq: entries
-and queries; covidfaq held out) that MiniLM scores at or above the lowest band (the ones it is
-asked about), each set a fold of its own (its scores come from a reader that never saw it). The
-threshold is the lowest within the same caps and <= 0.5% of each FAQ set's questions, counted
-over what the two decide together; among (l2, n-gram weight, band) the best out-of-fold English
-recall wins (ties: the stronger l2, then the higher band, which asks MPNet less often).
+above the band is flagged when MPNet's score reaches its threshold, and passes otherwise. The
+threshold is the lowest within the same caps, counted over what the two decide together; among
+(l2, n-gram weight, band) the best out-of-fold English recall wins (ties: the stronger l2, then
+the higher band, which asks MPNet less often).
 `--cache DIR` keeps the embeddings and out-of-fold scores there (outside the repo).
 
 The passage screen reads its own instruction classifier (`guards/ingest/passage_injection.npz`): the
@@ -68,22 +65,13 @@ import argparse
 import hashlib
 import itertools
 import sys
-from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
-from _guard_data import (  # noqa: E402
-    Example,
-    benign_sentences,
-    faq_questions,
-    jsonl,
-    report_families,
-    shared,
-    training_data,
-)
+from _guard_data import Example, jsonl, report_families, shared, training_data  # noqa: E402
 from poison_eval import POSITIONS, plant  # noqa: E402
 
 from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN  # noqa: E402
@@ -123,8 +111,6 @@ FOLDS = 5
 MAX_FP_OFFTOPIC = 0.01
 MAX_FP_CUSTOMER = 0.005
 MAX_FP_REQUESTS = 0.01
-#: Per shared FAQ set, over all its questions (the second reader's choice only).
-MAX_FP_FAQ = 0.005
 
 
 class Scorer:
@@ -177,13 +163,9 @@ class Folds:
         self.train = train
         self.texts = [e.text for e in train]
         self.labels = np.array([e.label for e in train], dtype=np.float64)
-        faq = sorted({e.group for e in train if e.group.startswith("faq:")})
-        sources = list(dict.fromkeys(e.source for e in train if e.group not in faq))
+        sources = list(dict.fromkeys(e.source for e in train))
         draw = np.random.default_rng(0).permutation(sources)
         fold_of = {s: i % FOLDS for i, s in enumerate(draw)}
-        for e in train:  # a shared FAQ set is held out whole: scored by a model without it
-            if e.group in faq:
-                fold_of[e.source] = faq.index(e.group) % FOLDS
         self.folds = [np.flatnonzero([fold_of[e.source] == f for e in train]) for f in range(FOLDS)]
         self.en_pos = np.array([e.label == 1 and e.lang == "en" for e in train])
 
@@ -236,28 +218,21 @@ class Folds:
         return model_from_weights(beta, fit.vocab, weight, threshold, about)
 
 
-def choose_threshold(
-    scores: np.ndarray, train: list[Example], faq_sizes: dict[str, int] | None = None
-) -> float | None:
-    """The lowest threshold within every false-positive cap, counted over whole messages (a
-    benign message's sentences train the model but are not messages of their own): English
-    deepset benign, our customer questions, benign requests and, with `faq_sizes` (questions
-    per shared FAQ set), each FAQ set's flags over all its questions (those not among the
-    examples are the ones the first stage passes)."""
+def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
+    """The lowest threshold within both false-positive caps, counted over whole messages (a
+    benign message's sentences train the model but are not messages of their own)."""
     whole = np.array([e.source == e.text for e in train])
-    groups = np.array([e.group for e in train])
-    english = np.array([e.label == 0 and e.lang == "en" for e in train])
-    caps = [
-        (
-            whole & english & (groups == "offtopic"),
-            MAX_FP_OFFTOPIC * (whole & english & (groups == "offtopic")).sum(),
-        )
-    ]
-    for group, cap in (("customer", MAX_FP_CUSTOMER), ("requests", MAX_FP_REQUESTS)):
-        caps.append((whole & (groups == group), cap * (whole & (groups == group)).sum()))
-    caps += [(whole & (groups == g), MAX_FP_FAQ * n) for g, n in (faq_sizes or {}).items()]
+    offtopic = whole & np.array(
+        [e.label == 0 and e.group == "offtopic" and e.lang == "en" for e in train]
+    )
+    customer = whole & np.array([e.group == "customer" for e in train])
+    requests = whole & np.array([e.group == "requests" for e in train])
     for threshold in np.round(np.arange(0.05, 0.995, 0.01), 2):
-        if all(np.sum(scores[rows] >= threshold) <= limit for rows, limit in caps):
+        if (
+            np.mean(scores[offtopic] >= threshold) <= MAX_FP_OFFTOPIC
+            and np.mean(scores[customer] >= threshold) <= MAX_FP_CUSTOMER
+            and (not requests.any() or np.mean(scores[requests] >= threshold) <= MAX_FP_REQUESTS)
+        ):
             return float(threshold)
     return None
 
@@ -295,19 +270,18 @@ def fit_reader(
     first: LinearModel,
     first_oof: np.ndarray,
     grid: list[tuple[float, float]],
-    faq_sizes: dict[str, int],
 ) -> LinearModel:
     """MPNet's classifier and the band of MiniLM scores it decides: a message below the band
     passes, one at or above it is flagged when MPNet's score reaches the threshold. Chosen
-    like MiniLM's: the best out-of-fold English recall under the same caps and each shared FAQ
-    set's (ties: the stronger l2, then the higher band, which asks MPNet less often)."""
+    like MiniLM's: the best out-of-fold English recall under the same caps (ties: the stronger
+    l2, then the higher band, which asks MPNet less often)."""
     best: tuple[float, float, float, float, float] | None = None
     flags: dict[tuple[float, float, float], np.ndarray] = {}
     for l2, weight in grid:
         oof = data.oof(reader, l2, weight)
         for band in (b for b in GRID_BAND if b < first.threshold):
             asked = first_oof >= band
-            threshold = choose_threshold(np.where(asked, oof, 0.0), data.train, faq_sizes)
+            threshold = choose_threshold(np.where(asked, oof, 0.0), data.train)
             if threshold is None:
                 continue
             flagged = flags[l2, weight, band] = asked & (oof >= threshold)
@@ -325,19 +299,6 @@ def fit_reader(
     report_families(data.train, flags[l2, weight, band])
     about = {"oof_english_recall": round(recall, 4), "band": band, "encoder": MPNET.name}
     return data.final(reader, l2, weight, threshold, about)
-
-
-def doubted_faq(scorer: Scorer, first: LinearModel) -> tuple[list[Example], dict[str, int]]:
-    """The shared FAQ sets' questions MiniLM doubts (its score at or above the lowest band: the
-    ones the second reader is asked about; the rest pass), with their sentences, as the second
-    reader's negatives; and the number of questions in each set (its false-positive cap)."""
-    questions = faq_questions()
-    scores = scorer.score(first, [e.text for e in questions])
-    doubted = [e for e, s in zip(questions, scores, strict=True) if s >= min(GRID_BAND)]
-    doubted += benign_sentences(doubted)
-    sizes = dict(Counter(e.group for e in questions))
-    print(f"  shared FAQ questions MiniLM doubts: {len({e.source for e in doubted})} of {sizes}")
-    return doubted, sizes
 
 
 def report_test(
@@ -578,9 +539,7 @@ def main() -> None:
             sys.exit(f"the second reader needs all-mpnet-base-v2 (make llm): {problem}")
         print("== its second reader, MPNet (the same folds; a band of MiniLM scores it decides)")
         mpnet = Scorer(encoder, args.cache / "mpnet.npz" if args.cache else None)
-        doubted, sizes = doubted_faq(scorer, injection)
-        first_oof = np.concatenate([first_oof, scorer.score(injection, [e.text for e in doubted])])
-        reader = fit_reader(mpnet, Folds(train + doubted), injection, first_oof, grid, sizes)
+        reader = fit_reader(mpnet, data, injection, first_oof, grid)
         print(f"  chosen: {reader.about}, threshold {reader.threshold:.2f}")
         report_test(scorer, injection, test, (mpnet, reader))
         if not args.dry_run:
