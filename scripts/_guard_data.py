@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -127,10 +129,31 @@ def training_data(requests: list[Path] | None = None) -> tuple[list[Example], li
     # The detector also scores each sentence of a longer message alone, so the sentences of a
     # benign message are benign examples too: "You were really helpful." before a question is
     # small talk, though alone it reads like the praise that opens a stacked injection.
-    train += [
+    return train + benign_sentences(train), test
+
+
+def benign_sentences(examples: list[Example]) -> list[Example]:
+    """The sentences of each benign message longer than one, as benign examples of its own
+    group and fold (its `source`)."""
+    return [
         Example(part, 0, e.group, e.lang, e.text, e.family)
-        for e in list(train)
+        for e in examples
         if e.label == 0
         for part in sentences(e.text)
     ]
-    return train, test
+
+
+def report_families(train: list[Example], flagged: np.ndarray) -> None:
+    """Out-of-fold flags per family, whole messages only: recall of each attack family, false
+    alarms of each benign one, and the precision of all flags."""
+    whole = np.array([e.source == e.text for e in train])
+    labels = np.array([e.label for e in train])
+    families = sorted({(e.label, e.family) for e in train}, key=lambda f: (-f[0], f[1]))
+    for label, family in families:
+        mine = whole & (labels == label) & np.array([e.family == family for e in train])
+        n, hit = int(mine.sum()), int(flagged[mine].sum())
+        what = "recall" if label else "false alarms"
+        print(f"    {family:<28} {what:<12} {hit:>4}/{n:<4} ({100 * hit / max(n, 1):.1f}%)")
+    tp = int((flagged & whole & (labels == 1)).sum())
+    fp = int((flagged & whole & (labels == 0)).sum())
+    print(f"    precision {tp}/{tp + fp} ({100 * tp / max(tp + fp, 1):.1f}%)")

@@ -36,6 +36,7 @@ above the band is flagged when MPNet's score reaches its threshold, and passes o
 threshold is the lowest within the same caps, counted over what the two decide together; among
 (l2, n-gram weight, band) the best out-of-fold English recall wins (ties: the stronger l2, then
 the higher band, which asks MPNet less often).
+`--cache DIR` keeps the embeddings and out-of-fold scores there (outside the repo).
 
 The passage screen reads its own instruction classifier (`guards/ingest/passage_injection.npz`): the
 injection classifier as fit before benign requests were negatives (this script without
@@ -70,7 +71,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
-from _guard_data import Example, jsonl, shared, training_data  # noqa: E402
+from _guard_data import Example, jsonl, report_families, shared, training_data  # noqa: E402
 from poison_eval import POSITIONS, plant  # noqa: E402
 
 from guardrag.config.exemplars.attacks import ATTACKS, FOREIGN  # noqa: E402
@@ -115,15 +116,24 @@ MAX_FP_REQUESTS = 0.01
 class Scorer:
     """Embeddings computed once per text (whole texts and their sentences)."""
 
-    def __init__(self, embedder: Encoder | None = None) -> None:
+    def __init__(self, embedder: Encoder | None = None, store: Path | None = None) -> None:
         self.embedder = embedder or load_embedder()
         self.cache: dict[str, np.ndarray] = {}
+        self.store = store  # a file of earlier runs' vectors (--cache), kept outside the repo
+        if store is not None and store.exists():
+            with np.load(store, allow_pickle=True) as saved:  # our own file
+                self.cache = dict(zip(saved["texts"].tolist(), saved["vectors"], strict=True))
 
     def vectors(self, texts: list[str]) -> np.ndarray:
         todo = sorted({t for t in texts if t not in self.cache})
-        if todo:
-            for text, vector in zip(todo, self.embedder.embed(todo), strict=True):
+        for start in range(0, len(todo), 256):  # saved as it goes: a stopped run resumes
+            chunk = todo[start : start + 256]
+            for text, vector in zip(chunk, self.embedder.embed(chunk), strict=True):
                 self.cache[text] = vector
+            if self.store is not None:
+                keys = list(self.cache)
+                vectors = np.stack([self.cache[k] for k in keys])
+                np.savez(self.store, texts=np.array(keys, dtype=object), vectors=vectors)
         return np.stack([self.cache[t] for t in texts])
 
     def fit(self, texts: list[str], labels: np.ndarray, l2: float, weight: float) -> LinearModel:
@@ -160,6 +170,15 @@ class Folds:
         self.en_pos = np.array([e.label == 1 and e.lang == "en" for e in train])
 
     def oof(self, scorer: Scorer, l2: float, weight: float) -> np.ndarray:
+        """Out-of-fold scores (kept next to the scorer's --cache file, keyed by the examples,
+        labels, folds and setting)."""
+        key = hashlib.sha256(f"{l2} {weight} {self.labels.tolist()}".encode())
+        key.update(b"".join(f.tobytes() for f in self.folds) + "\x00".join(self.texts).encode())
+        saved = scorer.store and scorer.store.with_name(
+            f"{scorer.store.stem}-oof-{key.hexdigest()[:16]}.npy"
+        )
+        if saved and saved.exists():
+            return np.load(saved)
         out = np.zeros(len(self.train))
         for fold in self.folds:
             keep = np.ones(len(self.train), dtype=bool)
@@ -168,6 +187,8 @@ class Folds:
                 [self.texts[i] for i in np.flatnonzero(keep)], self.labels[keep], l2, weight
             )
             out[fold] = scorer.score(model, [self.texts[i] for i in fold])
+        if saved:
+            np.save(saved, out)
         return out
 
     def recall(self, flagged: np.ndarray) -> float:
@@ -214,22 +235,6 @@ def choose_threshold(scores: np.ndarray, train: list[Example]) -> float | None:
         ):
             return float(threshold)
     return None
-
-
-def report_families(train: list[Example], flagged: np.ndarray) -> None:
-    """Out-of-fold flags per family, whole messages only: recall of each attack family, false
-    alarms of each benign one, and the precision of all flags."""
-    whole = np.array([e.source == e.text for e in train])
-    labels = np.array([e.label for e in train])
-    families = sorted({(e.label, e.family) for e in train}, key=lambda f: (-f[0], f[1]))
-    for label, family in families:
-        mine = whole & (labels == label) & np.array([e.family == family for e in train])
-        n, hit = int(mine.sum()), int(flagged[mine].sum())
-        what = "recall" if label else "false alarms"
-        print(f"    {family:<28} {what:<12} {hit:>4}/{n:<4} ({100 * hit / max(n, 1):.1f}%)")
-    tp = int((flagged & whole & (labels == 1)).sum())
-    fp = int((flagged & whole & (labels == 0)).sum())
-    print(f"    precision {tp}/{tp + fp} ({100 * tp / max(tp + fp, 1):.1f}%)")
 
 
 def fit_injection(
@@ -503,6 +508,9 @@ def main() -> None:
     )
     parser.add_argument("--no-passage", action="store_true", help="skip the passage model")
     parser.add_argument(
+        "--cache", type=Path, help="a folder for the embeddings (reused by the next run)"
+    )
+    parser.add_argument(
         "--shipped-grid",
         action="store_true",
         help="only the shipped models' (l2, n-gram weight): one setting instead of the grid",
@@ -515,7 +523,10 @@ def main() -> None:
         injection = LinearModel.load(PASSAGE_INJECTION)
     else:
         train, test = training_data(args.requests)
-        data, scorer = Folds(train), Scorer()
+        if args.cache:
+            args.cache.mkdir(parents=True, exist_ok=True)
+        data = Folds(train)
+        scorer = Scorer(store=args.cache / "minilm.npz" if args.cache else None)
         grid = list(itertools.product(GRID_L2, GRID_NGRAM))
         if args.shipped_grid:
             shipped = LinearModel.load(INJECTION_MODEL).about
@@ -527,7 +538,7 @@ def main() -> None:
         if encoder is None:
             sys.exit(f"the second reader needs all-mpnet-base-v2 (make llm): {problem}")
         print("== its second reader, MPNet (the same folds; a band of MiniLM scores it decides)")
-        mpnet = Scorer(encoder)
+        mpnet = Scorer(encoder, args.cache / "mpnet.npz" if args.cache else None)
         reader = fit_reader(mpnet, data, injection, first_oof, grid)
         print(f"  chosen: {reader.about}, threshold {reader.threshold:.2f}")
         report_test(scorer, injection, test, (mpnet, reader))
