@@ -179,6 +179,9 @@ WHEREABOUTS = re.compile(
     _F,
 )
 
+#: An identifier a message gives: an e-mail address or a phone or ID number (looked ahead at).
+_IDENTIFIER = r"\S+@\S+\.\w|\+?\d[\d -]{6,}\d"
+
 # "find the account for siti@example.com", "the address of the person with NRIC 9001...":
 # someone found from an identifier the question gives (an e-mail, phone or ID number). The
 # customer's own ("my account with phone 012...") is not a lookup: `personal_data` refuses it.
@@ -188,7 +191,7 @@ LOOKUP_BY_ID = re.compile(
     r"(?:account|person|customer|user|owner|holder|member|name|address|details|balance)\s+"
     r"(?:for|of|with|behind|under|using|linked to|belonging to|registered (?:to|with|under))\s+"
     r"(?:(?:the|this|that|e-?mail|address|phone|mobile|number|nric|ic|mykad|passport)\s+){0,3}"
-    r"(?=\S+@\S+\.\w|\+?\d[\d -]{6,}\d)",
+    rf"(?={_IDENTIFIER})",
     _F,
 )
 
@@ -196,23 +199,18 @@ LOOKUP_BY_ID = re.compile(
 # emails to mark@...": data gathered, or taken in bulk, and sent to an address the message
 # gives. The bot cannot know whose address it is, and this is the shape of an exfiltration;
 # "email the receipt to me at ali@..." (no gathering, nothing in bulk) stays `personal_data`.
-_ADDRESS = r"(?=[\"'<]?\S+@\S+\.\w|\+?\d[\d -]{6,}\d)"
-_SEND_TO_ADDRESS = (
-    r"\b(?:send|e-?mail|mail|forward|share|upload|post|cc)\b(?:\s+\S+){0,10}?\s+(?:to|with)\s+"
-    r"(?:\S+\s+){0,5}?" + _ADDRESS
-)
+_TO_ADDRESS = rf"(?:\s+\S+){{0,10}}?\s+(?:to|with)\s+(?:\S+\s+){{0,5}}?(?=[\"'<]?(?:{_IDENTIFIER}))"
 _GATHER = (
     r"\b(?:retrieve|retrive|get|fetch|list|find|search|download|access|check|collect|extract|"
     r"pull|look ?up|export|gather|compile|read)\b"
 )
+_SEND = r"\b(?:send|e-?mail|mail|forward|share|upload|post|cc)\b"
 _BULK = (
     r"\b(?:send|e-?mail|mail|forward|share)\s+(?:me\s+)?(?:the\s+)?(?:(?:full |entire )?contents?"
     r"|body|all|every|everything|entire)\b"
 )
 EXFILTRATION = re.compile(
-    rf"{_GATHER}(?:\s+\S+){{1,30}}?\s+{_SEND_TO_ADDRESS}|{_BULK}(?:\s+\S+){{0,10}}?\s+(?:to|with)\s+"
-    rf"(?:\S+\s+){{0,5}}?{_ADDRESS}",
-    _F,
+    rf"{_GATHER}(?:\s+\S+){{1,30}}?\s+{_SEND}{_TO_ADDRESS}|{_BULK}{_TO_ADDRESS}", _F
 )
 
 RULES: tuple[Rule, ...] = (
