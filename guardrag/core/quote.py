@@ -55,6 +55,11 @@ class Quote:
     keyed: bool = False
 
 
+def own_text(unit: str) -> str:
+    """A unit's own text: of a table row, its own cells (every row shares caption and header)."""
+    return unit.splitlines()[-1] if CELL in unit else unit
+
+
 def answer_units(text: str) -> list[str]:
     """The passage as sentences, each colon lead-in joined with the list items after it, and
     each table row under its table's caption and header row."""
@@ -97,9 +102,9 @@ def best_quote(question: str, passage: str, encoder: Encoder, heading: str = "")
     similarity = vectors[1:] @ vectors[0]
     # a table row is told from the other rows by its own cells, not the caption and header
     # every row shares, or by the band its label gives for a number of the question
-    covered = np.array([coverage(question, u.splitlines()[-1] if CELL in u else u) for u in units])
+    covered = np.array([coverage(question, own_text(u)) for u in units])
     keyed = np.array(
-        [CELL in u and row_keyed_by(question, u.splitlines()[-1].split(CELL)[0]) for u in units]
+        [CELL in u and row_keyed_by(question, own_text(u).split(CELL)[0]) for u in units]
     )
     score = similarity + 0.25 * covered + 0.25 * keyed
     best = int(np.argmax(score))

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from guardrag.core.quote import CELL, answer_units
+from guardrag.core.quote import answer_units, own_text
 from guardrag.core.text import content_words
 
 #: KBInfo.extra key of the map: source file -> paragraph number -> source id of its chunk.
@@ -88,13 +88,8 @@ def references(text: str) -> list[str]:
     return list(named)
 
 
-def _own_text(unit: str) -> str:
-    """A unit's text; a table row's own cells only (every row shares caption and header)."""
-    return unit.splitlines()[-1] if CELL in unit else unit
-
-
 def _own_words(unit: str) -> set[str]:
-    return set(content_words(_own_text(unit)))
+    return set(content_words(own_text(unit)))
 
 
 def _drawn_unit(answer: str, passage: str) -> str | None:
@@ -145,5 +140,5 @@ def states_figures(answer: str, paragraph: str) -> bool:
     stated = extract_mentions(_BRACKETS.sub(" ", paragraph))
     return all(
         any(same_fact(figure, held) for held in stated)
-        for figure in extract_mentions(_BRACKETS.sub(" ", _own_text(answer)))
+        for figure in extract_mentions(_BRACKETS.sub(" ", own_text(answer)))
     )
