@@ -13,6 +13,7 @@ import pytest
 from guardrag.core.embedder import Embedder, EmbedderUnavailable, OnnxEmbedder
 from guardrag.core.grounding import (
     Passage,
+    bound_words,
     check_grounding,
     drawn_on,
     extract_entities,
@@ -176,6 +177,26 @@ def test_wrong_unit_or_period_is_rejected(embedder: Embedder) -> None:
         ok, reason = _check(answer, embedder)
         assert not ok, answer
         assert "number" in reason or "frequency" in reason
+
+
+def test_a_bound_on_a_figure_in_other_words_is_the_same_bound(embedder: Embedder) -> None:
+    passages = [
+        Passage(
+            1,
+            "kinetic-redeem",
+            "Go to Rewards > Redeem to convert points into wallet credit at 100 points = RM1, "
+            "with a minimum of 500 points per redemption.",
+        )
+    ]
+    same = "To turn your points into wallet credit, you need at least 500 points [1]."
+    report = check_grounding(same, passages, embedder)
+    assert report.supported, report.reason
+    flipped = "You can redeem at most 500 points per redemption [1]."
+    report = check_grounding(flipped, passages, embedder)
+    assert not report.supported
+    assert "says 'maximum' where passage [1] says 'minimum'" in report.reason
+    assert bound_words("It is up to you; at least once.") == "It is up to you; at least once."
+    assert bound_words("at least 18 years, up to RM 1,500") == "minimum 18 years, maximum RM 1,500"
 
 
 # ---------------------------------------------------------------- entities, negation, scope

@@ -14,7 +14,7 @@ from guardrag.core.grounding.claims import (
     summarise,
 )
 from guardrag.core.grounding.entities import extract_entities
-from guardrag.core.grounding.lexicon import content_words, negation_cues
+from guardrag.core.grounding.lexicon import bound_words, content_words, negation_cues
 from guardrag.core.grounding.numbers import extract_mentions
 from guardrag.core.grounding.report import ClaimSupport, GroundingReport, Passage
 from guardrag.core.grounding.split import (
@@ -31,6 +31,7 @@ __all__ = [
     "ClaimSupport",
     "GroundingReport",
     "Passage",
+    "bound_words",
     "check_grounding",
     "content_words",
     "drawn_on",

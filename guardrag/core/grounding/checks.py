@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from guardrag.core.grounding.entities import entity_key, extract_entities
 from guardrag.core.grounding.evidence import Part, Source, Unit, cite_label
-from guardrag.core.grounding.lexicon import content_words, negation_cues
+from guardrag.core.grounding.lexicon import bound_words, content_words, negation_cues
 from guardrag.core.grounding.numbers import (
     Mention,
     clause_spans,
@@ -227,13 +227,13 @@ def _number_context(norm: str, m: Mention, mentions: list[Mention]) -> tuple[set
 def scope_problem(claim: str, sources: Sequence[Source], sentence_sim: dict[str, float]) -> str:
     """The claim states a scope ("local") where the passage part it draws on states another
     ("overseas"), and that part's sentence never says the claim's."""
-    said = set(tokens(claim))
+    said = set(tokens(bound_words(claim)))
     stated = [(scope, group) for scope in SCOPES for group in scope if group & said]
     drawn = _drawn_on(claim, sources, sentence_sim) if stated else None
     if drawn is None:
         return ""
     part, sentence = drawn
-    in_part, in_sentence = set(tokens(part.text)), set(tokens(sentence))
+    in_part, in_sentence = set(tokens(bound_words(part.text))), set(tokens(bound_words(sentence)))
     for scope, group in stated:
         other = sorted(w for g in scope if g is not group for w in g & in_part)
         if other and not group & in_sentence:

@@ -45,15 +45,38 @@ ANSWER_WORD_RE = re.compile(r"^\s*(?:yes|no)\b[,.!]?\s*")
 
 # --------------------------------------------------------------------------------- lexical
 
+#: A bound before a figure, read as the word "minimum" or "maximum": "at least 500 points"
+#: states what "a minimum of 500 points" does, "up to RM500" what "a maximum of RM500" does.
+_FIGURE_AHEAD = r"(?=\s+(?:of\s+)?(?:rm|usd|us\$|\$|£|€)?\s?\d)"
+_BOUNDS = (
+    (re.compile(r"\b(?:at\s+least|(?:no|not)\s+(?:less|fewer)\s+than)" + _FIGURE_AHEAD,
+                re.IGNORECASE), "minimum"),
+    (re.compile(r"\b(?:at\s+most|up\s+to|(?:no|not)\s+more\s+than)" + _FIGURE_AHEAD,
+                re.IGNORECASE), "maximum"),
+)  # fmt: skip
+#: The direction of a bound is checked as a scope (checks.SCOPES), not counted as a content word:
+#: passages also bound a figure as a "limit" or a "cap", and the figure is checked as a number.
+BOUND_WORDS = wordset("minimum maximum")
+
+
+def bound_words(text: str) -> str:
+    """`text` with each bound on a figure written "minimum" or "maximum", so a claim that turns
+    a passage's minimum into a maximum ("at most 500 points" from "a minimum of 500 points")
+    changes its scope however the two are worded."""
+    for pattern, word in _BOUNDS:
+        text = pattern.sub(word, text)
+    return text
+
 
 def content_words(text: str) -> set[str]:
-    """Stemmed content words: no stopwords, filler, negation cues or bare numbers."""
+    """Stemmed content words: no stopwords, filler, negation cues, bounds or bare numbers."""
     out: set[str] = set()
-    for word in words(text):
+    for word in words(bound_words(text)):
         word = word.removesuffix("'s")
         if (
             len(word) < 2  # "a.m." splits into letters
             or word in CLAIM_STOPWORDS
+            or word in BOUND_WORDS
             or word in FILLER_WORDS
             or word.endswith("n't")
             or NEGATION_RE.fullmatch(word)
