@@ -45,6 +45,11 @@ class Candidate(Hit):
     def is_faq(self) -> bool:
         return self.payload.get("kind") == "faq"
 
+    @property
+    def answer(self) -> str:
+        """What the entry says: an FAQ entry's answer, a document chunk's text."""
+        return str(self.payload.get("answer") or self.payload.get("text") or "")
+
     def citation(self) -> Citation:
         return Citation(
             source_id=str(self.payload.get("source_id", self.id)),

@@ -170,7 +170,7 @@ def _ungrounded(
     threshold, _ = faq_threshold(run, runtime, state["kb"])
     ranked = state.get("candidates", [])
     fallback = (
-        _fallback(report, ranked, passages, run, threshold)
+        _fallback(state["question"], report, ranked, passages, run, threshold)
         if ranked and answers_in_kind(state["question"], ranked[0].payload)
         else None
     )
@@ -198,7 +198,7 @@ def _ungrounded(
             claims=claims,
         )
         return {
-            "answer": str(top.payload.get("answer") or top.payload.get("text") or ""),
+            "answer": top.answer,
             "route": "semantic_match",
             "passages": [top],
             "citations": [top.citation()],
@@ -212,6 +212,7 @@ def _ungrounded(
 
 
 def _fallback(
+    question: str,
     report: GroundingReport,
     ranked: list[Candidate],
     passages: list[Candidate],
@@ -230,9 +231,9 @@ def _fallback(
     if not run.grounding_fallback_to_faq or not ranked:
         return None
     top = ranked[0]
-    lead = verbatim.lead([c.score for c in ranked[:2]])
+    lead, _ = verbatim.lead_over_rivals(question, [(c.score, c.answer) for c in ranked[:4]])
     leads = verbatim.answers_verbatim(True, top.score, lead, threshold, run.faq_margin)
-    why = f"it leads the runner-up by {lead:.3f} >= faq_margin {run.faq_margin}"
+    why = f"it leads its first rival by {lead:.3f} >= faq_margin {run.faq_margin}"
     if top.is_faq:
         return (top, why) if leads else None
     if leads and any(p.id == top.id for p in passages):

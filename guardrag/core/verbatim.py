@@ -1,7 +1,8 @@
 """The verbatim rule: when a ranked FAQ entry answers a question word for word, with no model.
 
 An FAQ entry is served verbatim when it scores at least the KB's calibrated threshold and leads
-the runner-up by `faq_margin`: rerank (whole questions and each part of a several-part one),
+its first rival by `faq_margin` (a runner-up that gives the question the same answer is no
+rival: `lead_over_rivals`): rerank (whole questions and each part of a several-part one),
 ground's fallback from a failed draft and the calibration grid all ask these two functions, so
 the rule is written once. The calibration grid passes numpy arrays (one element per question).
 """
@@ -12,6 +13,28 @@ from collections.abc import Sequence
 from typing import Any, overload
 
 import numpy as np
+
+from guardrag.core.twins import same_answer
+
+#: Twins of the best entry passed over on the way to its first rival.
+MAX_TWINS = 2
+
+
+def lead_over_rivals(question: str, ranked: Sequence[tuple[float, str]]) -> tuple[float, int]:
+    """How far the best entry of `ranked` ((score, answer), best first) is ahead of its first
+    rival, and how many entries before that rival give the question the same answer as the best
+    (twins: `guardrag.core.twins`, no rivals); at most `MAX_TWINS` are passed over."""
+    if not ranked:
+        return 0.0, 0
+    best = ranked[0][1]
+    twins = 0
+    while (
+        twins < MAX_TWINS
+        and 1 + twins < len(ranked)
+        and same_answer(question, best, ranked[1 + twins][1])
+    ):
+        twins += 1
+    return lead([ranked[0][0], *(score for score, _ in ranked[1 + twins : 2 + twins])]), twins
 
 
 def lead(scores: Sequence[float]) -> float:

@@ -5,7 +5,9 @@
   as an unsure entry is (below);
 - the best is an FAQ entry scoring above the verbatim threshold (the KB's own, calibrated at
   ingest, unless the `faq_answer_threshold` knob sets one) and leads the runner-up by
-  `faq_margin`: answered with that entry verbatim (route semantic_match, no LLM);
+  `faq_margin`: answered with that entry verbatim (route semantic_match, no LLM); a runner-up
+  that gives the question the same answer (`guardrag.core.twins`) is no rival, the lead is
+  over the first entry that answers differently;
 - an FAQ entry in between (unsure) that the second-opinion embedder also ranks first, ahead of
   its runner-up by `faq_margin`: answered with that entry verbatim (no LLM), unless the
   question names something the KB never does ("Apple's customer service");
@@ -92,7 +94,19 @@ class _Deciding:
 
     @property
     def lead(self) -> float:
-        return verbatim.lead([c.score for c in self.ranked[:2]])
+        """The best entry's lead over its first rival (a twin giving the same answer is none)."""
+        return self._lead_over_rivals[0]
+
+    @property
+    def twins(self) -> list[str]:
+        """The entries ranked right after the best that give the question its answer."""
+        return [str(c.id) for c in self.ranked[1 : 1 + self._lead_over_rivals[1]]]
+
+    @property
+    def _lead_over_rivals(self) -> tuple[float, int]:
+        return verbatim.lead_over_rivals(
+            self.question, [(c.score, c.answer) for c in self.ranked[: 2 + verbatim.MAX_TWINS]]
+        )
 
     @property
     def confident(self) -> bool:
@@ -260,6 +274,7 @@ def _confident_entry(d: _Deciding) -> dict[str, Any] | None:
                 "margin": d.run.faq_margin,
                 "threshold_from": d.source,
                 "top": d.top,
+                **({"twins": d.twins} if d.twins else {}),
             },
         )
     return None
@@ -508,7 +523,7 @@ def _verbatim(
     return {
         "candidates": ranked,
         "passages": [entry],
-        "answer": str(entry.payload.get("answer") or entry.payload.get("text")),
+        "answer": entry.answer,
         "route": "semantic_match",
         "citations": [entry.citation()],
         "confidence": round(entry.score, 4),

@@ -37,7 +37,7 @@ def decide_parts(
             continue  # the previous question joined to a follow-up: context, not asked now
         ranked = dedupe(score(part, state["kb"], candidates, run, runtime)[0]) if candidates else []
         best = ranked[0] if ranked else None
-        lead = verbatim.lead([c.score for c in ranked[:2]])
+        lead, _ = verbatim.lead_over_rivals(part, [(c.score, c.answer) for c in ranked[:4]])
         if best is None or best.score < run.min_relevance:
             found.append(Part(part, best, "absent"))
         elif verbatim.answers_verbatim(best.is_faq, best.score, lead, threshold, run.faq_margin):
@@ -56,7 +56,7 @@ def by_parts(parts: list[Part], threshold: float, asked: str) -> dict[str, Any] 
     if not distinct:
         return None
     uncovered = [p.question for p in parts if p.status != "confident"]
-    text = "\n\n".join(str(e.payload.get("answer") or e.payload.get("text")) for e in distinct)
+    text = "\n\n".join(e.answer for e in distinct)
     text += "".join(f"\n\n{UNCOVERED_PART.format(part=q.rstrip('?'))}" for q in uncovered)
     decision = decide(
         NODE,
