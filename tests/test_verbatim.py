@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from guardrag.core.verbatim import answers_verbatim, lead
+from guardrag.core.twins import same_answer
+from guardrag.core.verbatim import answers_verbatim, lead, lead_over_rivals
 
 
 def test_the_lead_is_the_gap_to_the_runner_up_and_a_lone_candidate_leads_by_its_score() -> None:
@@ -26,3 +27,34 @@ def test_arrays_decide_as_single_questions_do() -> None:
     is_faq, score, gap = (np.array(column) for column in zip(*rows, strict=True))
     grid = answers_verbatim(is_faq, score, gap, 0.48, 0.09)
     assert grid.tolist() == [answers_verbatim(f, s, g, 0.48, 0.09) for f, s, g in rows]
+
+
+ORDER = (
+    "Go to Card > Order Physical Card and pay the one-time RM12 issuance fee. The card arrives "
+    "within 5-7 working days in Peninsular Malaysia and 7-14 working days in Sabah and Labuan."
+)
+LOST = (
+    "Freeze it immediately under Card > Freeze Card, then order a replacement for RM12. The "
+    "replacement card arrives in 5-7 working days (7-14 working days in Sabah and Labuan)."
+)
+EXPIRY = "We post a free replacement card about 30 days before expiry; activate it in the app."
+
+
+def test_a_runner_up_giving_the_same_answer_is_no_rival() -> None:
+    asked = "When does the physical card arrive in Sabah?"
+    assert same_answer(asked, ORDER, LOST)  # the same sentence's words and figures
+    assert lead_over_rivals(asked, [(0.60, ORDER), (0.53, LOST), (0.47, EXPIRY)]) == (
+        0.60 - 0.47,
+        1,
+    )
+    assert not same_answer(asked, ORDER, EXPIRY)  # another answer: the runner-up is a rival
+    assert lead_over_rivals(asked, [(0.60, ORDER), (0.53, EXPIRY)]) == (0.60 - 0.53, 0)
+    # the same figure about another thing is another answer: the sentences hold other words
+    atm = "What does a cash withdrawal at an ATM cost?"
+    top_up = "Cash top-ups at 7-Eleven cost RM1 each."
+    withdrawal = "Each ATM cash withdrawal in Malaysia costs RM1."
+    assert not same_answer(atm, top_up, withdrawal)
+    # the same words without a figure are not taken for the same answer
+    close = "How do I close my account?"
+    assert not same_answer(close, "Close your account under Profile.", "You can't close it.")
+    assert lead_over_rivals(close, []) == (0.0, 0)

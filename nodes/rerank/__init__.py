@@ -100,7 +100,7 @@ class _Deciding:
     @property
     def twins(self) -> list[str]:
         """The entries ranked right after the best that give the question its answer."""
-        return [str(c.id) for c in self.ranked[1 : 1 + self._lead_over_rivals[1]]]
+        return [c.citation().source_id for c in self.ranked[1 : 1 + self._lead_over_rivals[1]]]
 
     @property
     def _lead_over_rivals(self) -> tuple[float, int]:
