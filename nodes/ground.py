@@ -231,7 +231,7 @@ def _fallback(
     if not run.grounding_fallback_to_faq or not ranked:
         return None
     top = ranked[0]
-    lead, _ = verbatim.lead_over_rivals(question, [(c.score, c.answer) for c in ranked[:4]])
+    lead, _ = verbatim.lead_over_rivals(question, ranked)
     leads = verbatim.answers_verbatim(True, top.score, lead, threshold, run.faq_margin)
     why = f"it leads its first rival by {lead:.3f} >= faq_margin {run.faq_margin}"
     if top.is_faq:

@@ -3,6 +3,8 @@ and for the calibration grid's arrays."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from guardrag.core.twins import same_answer
@@ -29,6 +31,12 @@ def test_arrays_decide_as_single_questions_do() -> None:
     assert grid.tolist() == [answers_verbatim(f, s, g, 0.48, 0.09) for f, s, g in rows]
 
 
+@dataclass(frozen=True)
+class Entry:
+    score: float
+    answer: str
+
+
 ORDER = (
     "Go to Card > Order Physical Card and pay the one-time RM12 issuance fee. The card arrives "
     "within 5-7 working days in Peninsular Malaysia and 7-14 working days in Sabah and Labuan."
@@ -43,12 +51,10 @@ EXPIRY = "We post a free replacement card about 30 days before expiry; activate 
 def test_a_runner_up_giving_the_same_answer_is_no_rival() -> None:
     asked = "When does the physical card arrive in Sabah?"
     assert same_answer(asked, ORDER, LOST)  # the same sentence's words and figures
-    assert lead_over_rivals(asked, [(0.60, ORDER), (0.53, LOST), (0.47, EXPIRY)]) == (
-        0.60 - 0.47,
-        1,
-    )
+    ranked = [Entry(0.60, ORDER), Entry(0.53, LOST), Entry(0.47, EXPIRY)]
+    assert lead_over_rivals(asked, ranked) == (0.60 - 0.47, 1)
     assert not same_answer(asked, ORDER, EXPIRY)  # another answer: the runner-up is a rival
-    assert lead_over_rivals(asked, [(0.60, ORDER), (0.53, EXPIRY)]) == (0.60 - 0.53, 0)
+    assert lead_over_rivals(asked, [Entry(0.60, ORDER), Entry(0.53, EXPIRY)]) == (0.60 - 0.53, 0)
     # the same figure about another thing is another answer: the sentences hold other words
     atm = "What does a cash withdrawal at an ATM cost?"
     top_up = "Cash top-ups at 7-Eleven cost RM1 each."

@@ -10,7 +10,7 @@ the rule is written once. The calibration grid passes numpy arrays (one element 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 import numpy as np
 
@@ -20,21 +20,31 @@ from guardrag.core.twins import same_answer
 MAX_TWINS = 2
 
 
-def lead_over_rivals(question: str, ranked: Sequence[tuple[float, str]]) -> tuple[float, int]:
-    """How far the best entry of `ranked` ((score, answer), best first) is ahead of its first
-    rival, and how many entries before that rival give the question the same answer as the best
-    (twins: `guardrag.core.twins`, no rivals); at most `MAX_TWINS` are passed over."""
+class Ranked(Protocol):
+    """A ranked entry: its score and what it says."""
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def answer(self) -> str: ...
+
+
+def lead_over_rivals(question: str, ranked: Sequence[Ranked]) -> tuple[float, int]:
+    """How far the best entry of `ranked` (best first) is ahead of its first rival, and how
+    many entries before that rival give the question the same answer as the best (twins:
+    `guardrag.core.twins`, no rivals); at most `MAX_TWINS` are passed over."""
     if not ranked:
         return 0.0, 0
-    best = ranked[0][1]
+    best = ranked[0].answer
     twins = 0
     while (
         twins < MAX_TWINS
         and 1 + twins < len(ranked)
-        and same_answer(question, best, ranked[1 + twins][1])
+        and same_answer(question, best, ranked[1 + twins].answer)
     ):
         twins += 1
-    return lead([ranked[0][0], *(score for score, _ in ranked[1 + twins : 2 + twins])]), twins
+    return lead([ranked[0].score, *(c.score for c in ranked[1 + twins : 2 + twins])]), twins
 
 
 def lead(scores: Sequence[float]) -> float:

@@ -104,9 +104,7 @@ class _Deciding:
 
     @property
     def _lead_over_rivals(self) -> tuple[float, int]:
-        return verbatim.lead_over_rivals(
-            self.question, [(c.score, c.answer) for c in self.ranked[: 2 + verbatim.MAX_TWINS]]
-        )
+        return verbatim.lead_over_rivals(self.question, self.ranked)
 
     @property
     def confident(self) -> bool:

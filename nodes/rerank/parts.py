@@ -37,7 +37,7 @@ def decide_parts(
             continue  # the previous question joined to a follow-up: context, not asked now
         ranked = dedupe(score(part, state["kb"], candidates, run, runtime)[0]) if candidates else []
         best = ranked[0] if ranked else None
-        lead, _ = verbatim.lead_over_rivals(part, [(c.score, c.answer) for c in ranked[:4]])
+        lead, _ = verbatim.lead_over_rivals(part, ranked)
         if best is None or best.score < run.min_relevance:
             found.append(Part(part, best, "absent"))
         elif verbatim.answers_verbatim(best.is_faq, best.score, lead, threshold, run.faq_margin):

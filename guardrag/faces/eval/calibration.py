@@ -8,7 +8,7 @@ every point of the grid:
     kb_similarity < domain_min_similarity               -> refused (out of domain)
     best rerank score < min_relevance                   -> refused (nothing relevant)
     best is an FAQ entry >= faq_answer_threshold and
-      leads the runner-up by faq_margin                 -> answered verbatim with it
+      leads its first rival by faq_margin               -> answered verbatim with it
     or the second opinion ranks it first by faq_margin  -> answered verbatim with it
     otherwise the draft, through the real `ground` node at grounding_min_similarity
                                                         -> answered with its citations, or refused
@@ -139,7 +139,7 @@ def features(
         f["ranked"][i] = True
         top = trace.ranked[0]
         best[i] = top.score
-        lead[i] = verbatim.lead([c.score for c in trace.ranked[:2]])
+        lead[i], _ = verbatim.lead_over_rivals(row.case.question, trace.ranked)
         f["top_faq"][i] = top.is_faq
         several = any(d.node == "rerank" and "parts" in d.detail for d in result.trail)
         opinion = (
