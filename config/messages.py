@@ -38,6 +38,8 @@ CHOICES_OUTRO = "Reply with a number to read one, or ask again in other words."
 
 #: A several-part question's part the KB has no answer to, after the parts it answers.
 UNCOVERED_PART = "I couldn't find an answer to “{part}” in our help centre."
+#: A part an entry may answer, but not with confidence: that entry is named, not served.
+UNSURE_PART = "I'm not sure our help centre answers “{part}”; the closest article is “{title}”."
 GREETING_MESSAGE = "Hello! Ask me anything about {kb_title} and I'll answer from {source}."
 FALLBACK_HINT = " You can browse all help articles at {url}."
 #: What the answers come from: an FAQ KB's help centre, or its documents.

@@ -108,6 +108,21 @@ def test_a_runner_up_giving_the_same_answer_does_not_make_the_question_unsure(
     assert decided.detail["twins"] == ["kw-cards-006"]
 
 
+def test_a_part_answered_without_confidence_names_its_closest_entry(bot: Guardrag) -> None:
+    """The freeze part is answered verbatim; what a replacement card costs depends on why it
+    is replaced (lost: RM12, expired: free), so that part is not served but its closest entry
+    is named for the customer to ask."""
+    asked = "How do I freeze my card, and how much does a replacement card cost?"
+    result = bot.ask(asked, knobs={"use_llm": False})
+    assert result.outcome == "answered", result.trail
+    assert [c.source_id for c in result.citations] == ["kw-cards-005"]
+    assert result.uncovered == ["how much does a replacement card cost?"]
+    assert result.answer.endswith(
+        "I'm not sure our help centre answers “how much does a replacement card cost”; "
+        "the closest article is “I lost my physical card. What should I do?”."
+    )
+
+
 @pytest.mark.parametrize(
     ("question", "entry"),
     [

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from guardrag.config.messages import UNCOVERED_PART
+from guardrag.config.messages import UNCOVERED_PART, UNSURE_PART
 from guardrag.config.run_config import RunConfig
 from guardrag.core import verbatim
 from guardrag.core.text import content_words
@@ -57,7 +57,7 @@ def by_parts(parts: list[Part], threshold: float, asked: str) -> dict[str, Any] 
         return None
     uncovered = [p.question for p in parts if p.status != "confident"]
     text = "\n\n".join(e.answer for e in distinct)
-    text += "".join(f"\n\n{UNCOVERED_PART.format(part=q.rstrip('?'))}" for q in uncovered)
+    text += "".join(f"\n\n{_not_answered(p, threshold)}" for p in parts if p.status != "confident")
     decision = decide(
         NODE,
         "hit",
@@ -84,3 +84,14 @@ def by_parts(parts: list[Part], threshold: float, asked: str) -> dict[str, Any] 
         "confidence": round(min(e.score for e in distinct), 4),
         "trail": [decision],
     }
+
+
+def _not_answered(part: Part, threshold: float) -> str:
+    """What the answer says of a part it does not answer: the closest entry when it scores
+    the verbatim threshold but does not lead (the customer can ask it), else that nothing
+    answers it."""
+    asked, best = part.question.rstrip("?"), part.best
+    title = best.payload.get("title") if best and best.is_faq else None
+    if best is not None and title and part.status == "unsure" and best.score >= threshold:
+        return UNSURE_PART.format(part=asked, title=title)
+    return UNCOVERED_PART.format(part=asked)
