@@ -64,3 +64,14 @@ def test_a_runner_up_giving_the_same_answer_is_no_rival() -> None:
     close = "How do I close my account?"
     assert not same_answer(close, "Close your account under Profile.", "You can't close it.")
     assert lead_over_rivals(close, []) == (0.0, 0)
+
+
+def test_a_name_s_number_or_the_question_s_own_figure_makes_no_twin() -> None:
+    asked = "Can my pet get COVID-19?"
+    one = "Currently, there is no evidence that a pet can become sick with COVID-19."
+    two = "Some animals can be infected with COVID-19, but pets do not spread it."
+    assert not same_answer(asked, one, two)
+    asked = "Is the 5-day pass refundable after 2 days?"
+    assert not same_answer(
+        asked, "The 5-day pass is refundable.", "A 5-day pass is not refundable."
+    )

@@ -6,18 +6,27 @@ its runner-up, so such a pair looked like a close call and the question was refu
 either entry answers it. A runner-up that gives the same answer is no rival.
 
 "The same answer" is kept narrow, because a wrong twin would be served verbatim: in each entry,
-the sentence holding most of the question's words must hold the same question words, and both
-sentences must state the same figures, at least one ("7-14 working days"). Entries that share a
-topic but answer differently, or state one figure about different things ("RM1 per cash top-up"
-against "RM1 per ATM withdrawal" for an ATM question: they hold different question words), stay
-rivals.
+the sentence holding most of the question's words must hold the same question words (more than
+half of them, and at least `MIN_HELD`: a sentence that shares a word or two with the question
+by chance answers nothing), and both sentences must state the same figures, at least one that the question
+does not state itself ("7-14 working days"; the number of a name such as "COVID-19" is no
+figure). Entries that share a topic but answer differently, or state one figure about different
+things ("RM1 per cash top-up" against "RM1 per ATM withdrawal" for an ATM question: they hold
+different question words), stay rivals.
 """
 
 from __future__ import annotations
 
+import re
+
 from guardrag.core.grounding.numbers import Mention, extract_mentions, same_fact
 from guardrag.core.grounding.split import split_sentences
 from guardrag.core.text import content_words
+
+#: Question words both answering sentences must hold: one shared word is only a shared topic.
+MIN_HELD = 2
+#: A number joined to a word by a hyphen names something ("COVID-19", "A-1"); it states nothing.
+_NAMED_NUMBER = re.compile(r"(?<=[^\W\d_])-\d+\b")
 
 
 def answering_sentence(asked: frozenset[str], answer: str) -> tuple[str, frozenset[str]]:
@@ -30,6 +39,13 @@ def answering_sentence(asked: frozenset[str], answer: str) -> tuple[str, frozens
             if len(words) > len(held):
                 best, held = sentence, words
     return best, held
+
+
+def figures(text: str, asked: list[Mention]) -> list[Mention]:
+    """The figures `text` states that are not the question's own (`asked`), names' numbers
+    left out."""
+    stated = extract_mentions(_NAMED_NUMBER.sub("", text))
+    return [m for m in stated if not any(same_fact(m, q) for q in asked)]
 
 
 def _same_figures(a: list[Mention], b: list[Mention]) -> bool:
@@ -45,6 +61,7 @@ def same_answer(question: str, first: str, other: str) -> bool:
     asked = frozenset(content_words(question))
     one, one_held = answering_sentence(asked, first)
     two, two_held = answering_sentence(asked, other)
-    if not one_held or one_held != two_held:
+    if len(one_held) < max(MIN_HELD, len(asked) // 2 + 1) or one_held != two_held:
         return False
-    return _same_figures(extract_mentions(one), extract_mentions(two))
+    own = extract_mentions(_NAMED_NUMBER.sub("", question))
+    return _same_figures(figures(one, own), figures(two, own))
