@@ -18,12 +18,9 @@ from guardrag.core.guards.shared.learned import (
     LinearModel,
     SecondReader,
     corrected,
-    installed_reader,
     sentences,
 )
 from guardrag.core.guards.shared.normalize import normalize
-from guardrag.core.mpnet import model_dir, model_problem
-from tests.real_model import REQUIRE_MODEL, installed_model
 
 
 def log_odds(p: float) -> float:
@@ -109,18 +106,6 @@ def test_the_shipped_models_carry_a_fitted_tail() -> None:
         about = LinearModel.load(path).about
         assert 0.3 < about["sentence_tail"] < 2.0, path.name
         assert about["sentence_tail_quantile"] == 0.9
-
-
-@pytest.fixture(scope="module")
-def real_reader() -> SecondReader:
-    settings = installed_model()
-    if problem := model_problem(model_dir(settings)):
-        if REQUIRE_MODEL:
-            pytest.fail(problem)
-        pytest.skip(problem)
-    reader = installed_reader(settings)
-    assert reader is not None
-    return reader
 
 
 #: A forum-style question (written for this test): its second sentence alone scores about
