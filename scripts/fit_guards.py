@@ -6,6 +6,9 @@
     .venv/bin/python scripts/fit_guards.py --dry-run  # fit and report only
     .venv/bin/python scripts/fit_guards.py --requests alpaca_eval.json  # + benign requests
 
+Then `scripts/fit_sentence_tail.py` (same `--requests`): the per-sentence correction's tail,
+written into the same two injection files (a refit here writes them without it).
+
 `--requests FILE` (repeatable) adds public instruction-following data as benign requests: a
 JSON list or JSON lines of objects with `instruction` or `text` (AlpacaEval's
 `results/<model>/model_outputs.json` from github.com/tatsu-lab/alpaca_eval reads as is; its data

@@ -122,9 +122,9 @@ def count_blocked(guard: InputGuard) -> None:
 
 
 def deciding_score(guard: InputGuard, text: str, vector: np.ndarray) -> float:
-    """The learned classifier's score that decides, on the normalised text: MPNet's when
-    MiniLM's reaches the band (the reader installed), else MiniLM's if it reaches its own
-    threshold without a reader, else 0 (a pass at every threshold)."""
+    """The learned classifier's score that decides, on the normalised text (a sentence's
+    corrected for how many were scored): MPNet's when MiniLM's highest reaches the band (the
+    reader installed), else MiniLM's without a reader, else 0 (a pass at every threshold)."""
     learned = guard.semantic.learned if guard.semantic is not None else None
     if learned is None:
         return 0.0
@@ -134,10 +134,10 @@ def deciding_score(guard: InputGuard, text: str, vector: np.ndarray) -> float:
     if norm != text:
         vector = np.asarray(learned.embedder.embed([norm])[0], dtype=np.float32)
     text = norm
-    first = max(s for s, _ in learned.scores(text, vector))
+    scores = learned.scores(text, vector)
     if learned.reader is None:
-        return first
-    if first < learned.reader.band:
+        return learned.model.strongest(scores)[0]
+    if max(s for s, _ in scores) < learned.reader.band:
         return 0.0
     return learned.reader.best([text, *sentences(text)])[0]
 

@@ -20,6 +20,7 @@ from guardrag.core.store.server import ServerStore
 from tests.fakes import ScriptedChatModel
 
 if TYPE_CHECKING:
+    from guardrag.core.guards.shared.learned import SecondReader
     from guardrag.faces.service import Guardrag
 
 # Throwaway PostgreSQL and Redis servers (fixtures `postgres`, `postgres_url`, `redis_url`).
@@ -73,6 +74,24 @@ def bot(
     return Guardrag(
         build_services(settings, store=sample_store, embedder=embedder, chat_model=chat), settings
     )
+
+
+@pytest.fixture(scope="session")
+def real_reader() -> SecondReader:
+    """The injection classifier's second reader over the installed MPNet (skips, or fails
+    under REQUIRE_MODEL, when it is not installed)."""
+    from guardrag.core.guards.shared.learned import installed_reader
+    from guardrag.core.mpnet import model_dir, model_problem
+    from tests.real_model import REQUIRE_MODEL, installed_model
+
+    settings = installed_model()
+    if problem := model_problem(model_dir(settings)):
+        if REQUIRE_MODEL:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    reader = installed_reader(settings)
+    assert reader is not None
+    return reader
 
 
 def shared(*parts: str) -> Path:

@@ -13,8 +13,13 @@ is the lowest that kept the out-of-fold false positives of the fit under 1% (Eng
 off-topic questions and benign requests) and 0.5% (customer questions). The held-out test
 split is only ever reported.
 
-A message longer than one sentence is also scored sentence by sentence (the maximum counts),
-so an instruction buried in a long benign paragraph is not averaged away.
+A message longer than one sentence is also scored sentence by sentence, so an instruction
+buried in a long benign paragraph is not averaged away. Scoring n sentences and keeping the
+highest is n tests: the longer the message, the likelier one benign sentence crosses the
+threshold by chance. So a sentence's log-odds are lowered by `sentence_tail * ln(n)` before
+they are compared (`corrected`): with benign sentences' log-odds falling off exponentially
+above the threshold at that scale (fitted, `scripts/fit_sentence_tail.py`), a message of n
+sentences then has the false-alarm chance of one sentence, whatever n (Bonferroni).
 
 `injection_reader.npz` is its second reader: the same kind of model over all-mpnet-base-v2
 vectors (installed by `make llm`, shared with rerank's second opinion), fit on the same
@@ -70,6 +75,19 @@ _ASKS_FOR_ADVICE = re.compile(
 )
 
 
+def corrected(probability: float, tail: float, count: int) -> float:
+    """A sentence's probability as evidence about a message of which `count` sentences were
+    scored: its log-odds lowered by `tail * ln(count)`. If benign sentences' log-odds above a
+    cut-off c fall off as exp(-x / tail), the chance that the highest of `count` reaches
+    c + tail * ln(count) is about `count` times exp(-ln(count)) the chance that one reaches
+    c: the same for every length. `tail` 0 (or one sentence) leaves it unchanged."""
+    if count < 2 or tail <= 0:
+        return probability
+    p = min(max(probability, 1e-12), 1 - 1e-12)
+    logit = math.log(p / (1 - p)) - tail * math.log(count)
+    return 1.0 / (1.0 + math.exp(-max(min(logit, 50.0), -50.0)))
+
+
 def ngrams(text: str) -> set[str]:
     """Lower-cased words and word bigrams (the sparse features)."""
     words = _WORD.findall(unicodedata.normalize("NFKC", text).lower())
@@ -101,6 +119,23 @@ class LinearModel:
         if hits:
             logit += self.ngram_weight * float(self.sparse[hits].sum()) / math.sqrt(len(hits))
         return 1.0 / (1.0 + math.exp(-max(min(logit, 50.0), -50.0)))
+
+    @property
+    def sentence_tail(self) -> float:
+        """The scale of benign sentences' log-odds tail (`corrected`); 0 when not fitted."""
+        return float(self.about.get("sentence_tail", 0.0))
+
+    def strongest(self, scored: list[tuple[float, str]]) -> tuple[float, str, float]:
+        """(deciding probability, text, its own probability) over a message's score (first)
+        and its sentences' (the rest), each sentence's corrected for how many were scored."""
+        count = len(scored) - 1
+        return max(
+            (
+                (corrected(p, self.sentence_tail, count) if i else p, t, p)
+                for i, (p, t) in enumerate(scored)
+            ),
+            key=lambda s: s[0],
+        )
 
     def save(self, path: Path) -> Path:
         words = sorted(self.vocab, key=self.vocab.__getitem__)
@@ -267,13 +302,12 @@ class SecondReader:
     def band(self) -> float:
         return float(self.model.about["band"])
 
-    def best(self, texts: list[str]) -> tuple[float, str]:
-        """(highest probability, text scored) over the texts, embedded in one batch."""
+    def best(self, texts: list[str]) -> tuple[float, str, float]:
+        """`LinearModel.strongest` over a message and its sentences (`texts`), embedded in
+        one batch."""
         vectors = self.encoder.embed(texts)
-        return max(
-            ((self.model.probability(v, t), t) for v, t in zip(vectors, texts, strict=True)),
-            key=lambda s: s[0],
-        )
+        scored = [(self.model.probability(v, t), t) for v, t in zip(vectors, texts, strict=True)]
+        return self.model.strongest(scored)
 
 
 @lru_cache(maxsize=4)
@@ -293,8 +327,8 @@ def installed_reader(settings: Settings | None = None) -> SecondReader | None:
 
 
 class LearnedInjection:
-    """PROMPT_INJECTION when the message, or one of its sentences, scores at or above the
-    fitted threshold. With a second reader, a message MiniLM scores at or above the reader's
+    """PROMPT_INJECTION when the message, or one of its sentences (corrected for how many
+    were scored), scores at or above the fitted threshold. With a second reader, a message MiniLM scores at or above the reader's
     band is decided by the reader instead (one MPNet batch of the message and its sentences);
     below the band it passes. A reader that fails leaves the decision to MiniLM's threshold."""
 
@@ -327,30 +361,37 @@ class LearnedInjection:
             vector = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
         if _ASKS_FOR_ADVICE.match(text):
             return None
-        score, scored = max(self.scores(text, vector), key=lambda s: s[0])
+        scores = self.scores(text, vector)
         if self.reader is not None:
-            if score < self.reader.band:
+            # the band reads MiniLM's highest score as it is: it decides who reads, not what
+            top = max(s for s, _ in scores)
+            if top < self.reader.band:
                 return None
             try:
-                second, read = self.reader.best([text, *sentences(text)])
+                second = self.reader.best([text, *sentences(text)])
             except Exception as exc:  # a model that will not load or run: MiniLM decides
                 log.warning("injection second reader unavailable, MiniLM decides: %s", exc)
             else:
                 threshold = self.reader.model.threshold
-                why = (
-                    f"{respelt}MiniLM {score:.2f} >= band {self.reader.band:.2f}, so MPNet read it"
-                )
-                return _finding(second, threshold, why, read, text)
-        return _finding(score, self.model.threshold, respelt.rstrip("; "), scored, text)
+                why = f"{respelt}MiniLM {top:.2f} >= band {self.reader.band:.2f}, so MPNet read it"
+                return _finding(second, threshold, why, text, len(scores) - 1)
+        best = self.model.strongest(scores)
+        return _finding(best, self.model.threshold, respelt.rstrip("; "), text, len(scores) - 1)
 
 
 def _finding(
-    score: float, threshold: float, why: str, scored: str, text: str
+    best: tuple[float, str, float], threshold: float, why: str, text: str, count: int
 ) -> GuardFinding | None:
-    """PROMPT_INJECTION when `score` reaches `threshold`; `why` leads the detail."""
+    """PROMPT_INJECTION when the deciding score (`LinearModel.strongest`) reaches
+    `threshold`; `why` leads the detail, `count` sentences were scored."""
+    score, scored, own = best
     if score < threshold:
         return None
-    where = "the message" if scored == text else f"the sentence {scored[:_EXCERPT]!r}"
+    where = (
+        "the message"
+        if scored == text
+        else f"the sentence {scored[:_EXCERPT]!r} ({own:.2f} alone, one of {count})"
+    )
     return GuardFinding(
         reason=RefusalReason.PROMPT_INJECTION,
         rule="learned.injection",
