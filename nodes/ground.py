@@ -14,9 +14,8 @@ semantic_match); by a quote of a document passage the model was given (the judge
 when the passage clearly leads or the draft drew on it alone: verdict `hit`, and the `quote`
 node decides whether its sentences can stand as the answer. Otherwise refused not_grounded, or
 no_relevant_docs when the chat model says none of the document passages states what the
-question asks for (nodes.common.judge_answer). A grounded draft over document passages that
-`judge_passages` did not choose is served only when that judge says the passages it cites
-state what the question asks for: a draft can be true to its passage and answer nothing
+question asks for (nodes.common.judge_answer). A grounded draft over document passages is
+served only when that judge says the passages it cites state what the question asks for: a draft can be true to its passage and answer nothing
 ("the exact wording required is <the passage>").
 With the knob `grounding_judge`, the chat model judges each claim instead of the similarity
 thresholds (guardrag.core.grounding.judge).

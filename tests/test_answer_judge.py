@@ -139,6 +139,22 @@ def test_the_one_passage_the_model_said_no_to_is_judged_before_it_is_quoted(
     assert _judged(result) == ["pass"] and len(chat.answer_judge_calls) == 1, steps
 
 
+def test_a_passage_the_passage_judge_chose_is_still_judged_as_an_answer(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    # few of the question's words: judge_passages chooses the closest passage (scripted "1"),
+    # which is not saying that it states a retention period
+    chat = ScriptedChatModel(replies=["We do not sell personal data to advertisers [1]."])
+    chat.answer_judgements.append("NO")
+    with policy_bot(settings, embedder, tmp_path, chat) as bot:
+        result = bot.ask("How long do you keep my personal data before deleting it?", "policy")
+    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    assert [d.verdict for d in result.trail if d.node == "judge_passages"] == ["pass"], steps
+    assert result.refusal is not None, steps
+    assert result.refusal.reason == RefusalReason.NO_RELEVANT_DOCS, steps
+    assert _judged(result) == ["block"], steps
+
+
 def test_without_a_model_nothing_is_judged(
     settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
