@@ -17,14 +17,12 @@ from guardrag.config.settings import Settings
 from guardrag.contract import RefusalReason, Result
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.ingest import ingest
-from guardrag.core.llm import local as local_llm
 from guardrag.core.passage_judge import yes_probability
-from guardrag.core.store.edge import EdgeStore
 from guardrag.core.store.server import ServerStore
 from guardrag.faces.service import Guardrag, build_services
 from guardrag.nodes.common import ANSWER_JUDGE
 from tests.fakes import ScriptedChatModel
-from tests.test_local_llm import installed_settings
+from tests.test_passage_judge import real_model_bot
 
 POLICY = """# Privacy policy
 
@@ -47,6 +45,10 @@ ANSWERED = "Do you sell my personal data to advertisers?"
 UNNAMED = "Which payment processor do you share my e-mail address with?"
 #: On the policy's topic, sharing its words ("e-mail address", "payment processor"), answered nowhere in it.
 UNANSWERED = "For how long do you keep the e-mail address you share with your payment processor?"
+
+
+def _steps(result: Result) -> str:
+    return "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
 
 
 def _judged(result: Result) -> list[str]:
@@ -90,7 +92,7 @@ def test_a_grounded_draft_whose_passage_does_not_state_the_answer_is_refused(
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
         result = bot.ask(UNNAMED, "policy")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    steps = _steps(result)
     assert result.refusal is not None, steps
     assert result.refusal.reason == RefusalReason.NO_RELEVANT_DOCS, steps
     assert result.refusal.stage == "ground" and _judged(result) == ["block"], steps
@@ -106,7 +108,7 @@ def test_a_grounded_draft_the_judge_accepts_is_answered(
     chat.answer_judgements.append("YES")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
         result = bot.ask(ANSWERED, "policy")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    steps = _steps(result)
     assert result.outcome == "answered" and result.route == "generated", steps
     assert _judged(result) == ["pass"], steps
     assert result.usage.prompt_tokens >= 200  # the draft's call and the judge's
@@ -121,7 +123,7 @@ def test_a_quote_the_judge_says_does_not_answer_is_refused(
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
         result = bot.ask(UNANSWERED, "policy")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    steps = _steps(result)
     assert any(d.node == "ground" and d.verdict == "hit" for d in result.trail), steps
     assert result.refusal is not None and result.refusal.stage == "quote", steps
     assert result.refusal.reason == RefusalReason.NO_RELEVANT_DOCS, steps
@@ -134,7 +136,7 @@ def test_the_one_passage_the_model_said_no_to_is_judged_before_it_is_quoted(
     chat = ScriptedChatModel(replies=[NO_ANSWER])
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
         result = bot.ask("Do you sell personal data to advertisers?", "policy")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    steps = _steps(result)
     assert result.route == "quoted" and "do not sell" in result.answer, steps
     assert _judged(result) == ["pass"] and len(chat.answer_judge_calls) == 1, steps
 
@@ -148,7 +150,7 @@ def test_a_passage_the_passage_judge_chose_is_still_judged_as_an_answer(
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
         result = bot.ask("How long do you keep my personal data before deleting it?", "policy")
-    steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+    steps = _steps(result)
     assert [d.verdict for d in result.trail if d.node == "judge_passages"] == ["pass"], steps
     assert result.refusal is not None, steps
     assert result.refusal.reason == RefusalReason.NO_RELEVANT_DOCS, steps
@@ -168,21 +170,9 @@ def test_without_a_model_nothing_is_judged(
 def test_the_real_model_refuses_what_the_policy_does_not_say(
     embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    settings = installed_settings(tmp_path / "data", second_opinion=False, llm_timeout_s=300)
-    policy = tmp_path / "policy.md"
-    policy.write_text(POLICY)
-    store = EdgeStore(settings.data_dir)
-    try:
-        ingest(store, embedder, "policy", [policy], description="Privacy policy")
-    finally:
-        store.close()
-    bot = Guardrag.from_settings(settings, audit=False)
-    try:
+    with real_model_bot(embedder, tmp_path, "policy", POLICY, "Privacy policy") as bot:
         answered = bot.ask(ANSWERED, "policy")
         refused = bot.ask(UNANSWERED, "policy")
-    finally:
-        bot.close()
-        local_llm.stop_all()
     assert answered.outcome == "answered", answered.trail
     assert "do not sell" in answered.answer.lower() or "not sell" in answered.answer.lower()
     assert refused.outcome == "refused", refused.trail
