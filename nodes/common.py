@@ -215,7 +215,8 @@ def judge_answer(
     answer cites) state what the question asks for, or only share its words and topic ("the
     penalties for ...", "the exact font size ..." against a passage on the same subject).
 
-    None when it is not asked: no chat model, `use_llm` off, or no text. `judge_passages`
+    None when it is not asked: knob `answer_judge` off (the default), no chat model, `use_llm`
+    off, or no text. `judge_passages`
     having chosen the passages does not stand for it: choosing the passage closest to the
     question is not saying that it states the answer. Otherwise a partial update: refused `no_relevant_docs` when
     the model's P(YES) is under ANSWER_JUDGE_MIN_YES (score, threshold, its reply and the texts
@@ -223,7 +224,8 @@ def judge_answer(
     `llm_unavailable`: the answer could not be checked.
     """
     model = runtime.context.chat_model
-    if model is None or not knobs(config).use_llm or not texts:
+    run = knobs(config)
+    if model is None or not run.use_llm or not run.answer_judge or not texts:
         return None
     try:
         verdict = states_answer(state["question"], "\n\n".join(texts), model, config)

@@ -47,6 +47,10 @@ UNNAMED = "Which payment processor do you share my e-mail address with?"
 UNANSWERED = "For how long do you keep the e-mail address you share with your payment processor?"
 
 
+#: The answer judge is a knob, off by default.
+JUDGED = {"answer_judge": True}
+
+
 def _steps(result: Result) -> str:
     return "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
 
@@ -91,7 +95,7 @@ def test_a_grounded_draft_whose_passage_does_not_state_the_answer_is_refused(
     )
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
-        result = bot.ask(UNNAMED, "policy")
+        result = bot.ask(UNNAMED, "policy", knobs=JUDGED)
     steps = _steps(result)
     assert result.refusal is not None, steps
     assert result.refusal.reason == RefusalReason.NO_RELEVANT_DOCS, steps
@@ -107,7 +111,7 @@ def test_a_grounded_draft_the_judge_accepts_is_answered(
     chat = ScriptedChatModel(replies=["No. We do not sell personal data to advertisers [1]."])
     chat.answer_judgements.append("YES")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
-        result = bot.ask(ANSWERED, "policy")
+        result = bot.ask(ANSWERED, "policy", knobs=JUDGED)
     steps = _steps(result)
     assert result.outcome == "answered" and result.route == "generated", steps
     assert _judged(result) == ["pass"], steps
@@ -122,7 +126,7 @@ def test_a_quote_the_judge_says_does_not_answer_is_refused(
     chat = ScriptedChatModel(replies=["We keep it while we send you receipts [1]."])
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
-        result = bot.ask(UNANSWERED, "policy")
+        result = bot.ask(UNANSWERED, "policy", knobs=JUDGED)
     steps = _steps(result)
     assert any(d.node == "ground" and d.verdict == "hit" for d in result.trail), steps
     assert result.refusal is not None and result.refusal.stage == "quote", steps
@@ -135,7 +139,7 @@ def test_the_one_passage_the_model_said_no_to_is_judged_before_it_is_quoted(
 ) -> None:
     chat = ScriptedChatModel(replies=[NO_ANSWER])
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
-        result = bot.ask("Do you sell personal data to advertisers?", "policy")
+        result = bot.ask("Do you sell personal data to advertisers?", "policy", knobs=JUDGED)
     steps = _steps(result)
     assert result.route == "quoted" and "do not sell" in result.answer, steps
     assert _judged(result) == ["pass"] and len(chat.answer_judge_calls) == 1, steps
@@ -149,7 +153,9 @@ def test_a_passage_the_passage_judge_chose_is_still_judged_as_an_answer(
     chat = ScriptedChatModel(replies=["We do not sell personal data to advertisers [1]."])
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
-        result = bot.ask("How long do you keep my personal data before deleting it?", "policy")
+        result = bot.ask(
+            "How long do you keep my personal data before deleting it?", "policy", knobs=JUDGED
+        )
     steps = _steps(result)
     assert [d.verdict for d in result.trail if d.node == "judge_passages"] == ["pass"], steps
     assert result.refusal is not None, steps
@@ -157,13 +163,14 @@ def test_a_passage_the_passage_judge_chose_is_still_judged_as_an_answer(
     assert _judged(result) == ["block"], steps
 
 
-def test_without_a_model_nothing_is_judged(
+def test_without_a_model_or_the_knob_nothing_is_judged(
     settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
     chat = ScriptedChatModel(replies=["No. We do not sell personal data to advertisers [1]."])
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
-        result = bot.ask(ANSWERED, "policy", knobs={"use_llm": False})
-    assert not chat.answer_judge_calls and not _judged(result)
+        result = bot.ask(ANSWERED, "policy", knobs={"use_llm": False, "answer_judge": True})
+        default = bot.ask(ANSWERED, "policy")
+    assert not chat.answer_judge_calls and not _judged(result) and not _judged(default)
 
 
 @pytest.mark.slow
@@ -171,8 +178,8 @@ def test_the_real_model_refuses_what_the_policy_does_not_say(
     embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
     with real_model_bot(embedder, tmp_path, "policy", POLICY, "Privacy policy") as bot:
-        answered = bot.ask(ANSWERED, "policy")
-        refused = bot.ask(UNANSWERED, "policy")
+        answered = bot.ask(ANSWERED, "policy", knobs=JUDGED)
+        refused = bot.ask(UNANSWERED, "policy", knobs=JUDGED)
     assert answered.outcome == "answered", answered.trail
     assert "do not sell" in answered.answer.lower() or "not sell" in answered.answer.lower()
     assert refused.outcome == "refused", refused.trail
