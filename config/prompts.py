@@ -74,6 +74,17 @@ Passages:
 
 Which passages state the answer? Reply with their numbers or NONE."""
 
+#: The answer judge: does a quote, or the passages a drafted answer cites, state what is asked?
+ANSWER_JUDGE_SYSTEM = """You check whether a passage answers a question. Reply YES only if the \
+passage states the specific information the question asks for. Reply NO if the passage is only \
+on the same topic but does not give that information."""
+
+ANSWER_JUDGE_USER = """Question: {question}
+
+Passage: {passage}
+
+Does the passage state the information the question asks for? Reply YES or NO."""
+
 PASSAGE_BLOCK = '<passage id="{number}">\n{text}\n</passage>'
 
 PROMPT_VERSION = hashlib.sha256(
@@ -93,6 +104,8 @@ PROMPT_VERSION = hashlib.sha256(
             JUDGE_USER,
             PASSAGE_JUDGE_SYSTEM,
             PASSAGE_JUDGE_USER,
+            ANSWER_JUDGE_SYSTEM,
+            ANSWER_JUDGE_USER,
         )
     ).encode()
 ).hexdigest()[:12]

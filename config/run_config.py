@@ -147,6 +147,14 @@ class RunConfig(BaseModel):
         "overlap thresholds (numbers, entities, negation and citations stay rule-checked). "
         "For strong models only: a small local model judges worse than the rules.",
     )
+    answer_judge: bool = _knob(
+        False,
+        "Ask the chat model, before a quote or a grounded draft over document passages is "
+        "served, whether its text states what the question asks for (P(YES) >= 0.5), and refuse "
+        "no_relevant_docs when it says no. Off by default: the bundled 1.5B model tends to "
+        "answer a yes/no question itself ('does X need Y?' -> NO) instead of judging the "
+        "passage, and so refuses right quotes.",
+    )
 
     @classmethod
     def from_runnable_config(cls, config: RunnableConfig | None = None) -> RunConfig:

@@ -17,6 +17,7 @@ from guardrag.contract import REASON_KIND, Decision, Refusal, RefusalReason, Usa
 from guardrag.core.classify import DomainVerdict, domain_gate
 from guardrag.core.kb.calibration import Calibration
 from guardrag.core.kb.stats import KBStats
+from guardrag.core.passage_judge import states_answer
 from guardrag.core.screening import EmbeddingFailed, Screened
 from guardrag.core.store import KBInfo
 from guardrag.graph.context import Services
@@ -194,3 +195,65 @@ def refusal_text(state: PipelineState, runtime: NodeRuntime, refusal: Refusal) -
         state.get("domain") == "greeting",
         _documents(info),
     )
+
+
+#: Rule name of the model's check that an answer's text states what the question asks for.
+ANSWER_JUDGE = "answer_judge"
+#: The model's P(YES) an answer's text must reach: its own argmax, nothing tuned.
+ANSWER_JUDGE_MIN_YES = 0.5
+
+
+def judge_answer(
+    node: str,
+    state: PipelineState,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    runtime: NodeRuntime,
+    config: RunnableConfig,
+) -> dict[str, Any] | None:
+    """The chat model's word on whether `texts` (a quote, or the document passages a drafted
+    answer cites) state what the question asks for, or only share its words and topic ("the
+    penalties for ...", "the exact font size ..." against a passage on the same subject).
+
+    None when it is not asked: knob `answer_judge` off (the default), no chat model, `use_llm`
+    off, or no text. `judge_passages`
+    having chosen the passages does not stand for it: choosing the passage closest to the
+    question is not saying that it states the answer. Otherwise a partial update: refused `no_relevant_docs` when
+    the model's P(YES) is under ANSWER_JUDGE_MIN_YES (score, threshold, its reply and the texts
+    judged in the trail), or its pass decision with the call's usage. A failed call refuses
+    `llm_unavailable`: the answer could not be checked.
+    """
+    model = runtime.context.chat_model
+    run = knobs(config)
+    if model is None or not run.use_llm or not run.answer_judge or not texts:
+        return None
+    try:
+        verdict = states_answer(state["question"], "\n\n".join(texts), model, config)
+    except Exception as exc:  # the endpoint failed between writing and checking
+        log.warning("%s: answer judge failed (%s)", node, type(exc).__name__)
+        decision = decide(node, "error", f"answer judge failed: {type(exc).__name__}")
+        return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision)
+    spent = (verdict.prompt_tokens, verdict.completion_tokens)
+    cost = estimate_cost(runtime.context.model_name, *spent)
+    usage = Usage(prompt_tokens=spent[0], completion_tokens=spent[1], estimated_cost_usd=cost)
+    evidence = {"rule": ANSWER_JUDGE, "reply": verdict.reply, "judged": list(labels)}
+    judged = ", ".join(labels)
+    if verdict.p_yes < ANSWER_JUDGE_MIN_YES:
+        decision = decide(
+            node,
+            "block",
+            f"the model judged that {judged} does not state what the question asks for",
+            verdict.p_yes,
+            ANSWER_JUDGE_MIN_YES,
+            **evidence,
+        )
+        return {**refuse_with(RefusalReason.NO_RELEVANT_DOCS, decision), "usage": usage}
+    decision = decide(
+        node,
+        "pass",
+        f"the model judged that {judged} states what the question asks for",
+        verdict.p_yes,
+        ANSWER_JUDGE_MIN_YES,
+        **evidence,
+    )
+    return {"trail": [decision], "usage": usage}

@@ -12,7 +12,11 @@ An unsupported draft is replaced, when `grounding_fallback_to_faq` allows (see _
 the top FAQ entry's answer verbatim when that entry clearly leads the ranking (route
 semantic_match); by a quote of a document passage the model was given (the judge's choice)
 when the passage clearly leads or the draft drew on it alone: verdict `hit`, and the `quote`
-node decides whether its sentences can stand as the answer. Otherwise refused not_grounded.
+node decides whether its sentences can stand as the answer. Otherwise refused not_grounded, or
+no_relevant_docs when the chat model says none of the document passages states what the
+question asks for (nodes.common.judge_answer). A grounded draft over document passages is
+served only when that judge says the passages it cites state what the question asks for: a draft can be true to its passage and answer nothing
+("the exact wording required is <the passage>").
 With the knob `grounding_judge`, the chat model judges each claim instead of the similarity
 thresholds (guardrag.core.grounding.judge).
 """
@@ -26,7 +30,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.config.run_config import RunConfig
-from guardrag.contract import RefusalReason
+from guardrag.contract import Decision, RefusalReason
 from guardrag.core import verbatim
 from guardrag.core.grounding import (
     GroundingReport,
@@ -39,10 +43,18 @@ from guardrag.core.grounding.judge import judge_report
 from guardrag.core.grounding.kind import figure_missing
 from guardrag.core.grounding.polarity import yes_conflict
 from guardrag.core.grounding.split import renumber
+from guardrag.core.kb.stats import point_text
 from guardrag.core.rerank import answers_in_kind
 from guardrag.core.text import asks_for_definition
 from guardrag.graph.state import Candidate, PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, faq_threshold, knobs, refuse_with
+from guardrag.nodes.common import (
+    NodeRuntime,
+    decide,
+    faq_threshold,
+    judge_answer,
+    knobs,
+    refuse_with,
+)
 
 NODE = "ground"
 log = logging.getLogger("guardrag.nodes")
@@ -66,8 +78,11 @@ def ground(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
         report = _polarity(state["question"], draft, report, passages)
     claims = _claims(report)
     if report.supported:
-        return _grounded(draft, pruned, report, given, passages, claims)
-    return _ungrounded(state, report, passages, claims, run, runtime)
+        grounded = _grounded(draft, pruned, report, given, passages, claims)
+        return _judged(
+            state, grounded, [passages[n - 1] for n in _cited(report, given)], runtime, config
+        )
+    return _ungrounded(state, report, passages, claims, run, runtime, config)
 
 
 def _given(passages: list[Candidate]) -> list[Passage]:
@@ -143,7 +158,7 @@ def _grounded(
     claims: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The grounded draft, cited by the passages it draws on (route generated)."""
-    cited = sorted(drawn_on(report, given)) or [1]
+    cited = _cited(report, given)
     reason = report.reason or "all claims supported"
     if pruned:
         reason = f"{reason}; {len(pruned)} unsupported uncited remark(s) left out"
@@ -157,6 +172,30 @@ def _grounded(
     }
 
 
+def _cited(report: GroundingReport, given: list[Passage]) -> list[int]:
+    """The passages (numbered from 1) a grounded draft draws on."""
+    return sorted(drawn_on(report, given)) or [1]
+
+
+def _judged(
+    state: PipelineState,
+    grounded: dict[str, Any],
+    cited: list[Candidate],
+    runtime: NodeRuntime,
+    config: RunnableConfig,
+) -> dict[str, Any]:
+    """A grounded draft over document passages, once the chat model says the passages it
+    cites state what the question asks for (nodes.common.judge_answer): a draft can be true to
+    its passage and still not answer ("the exact wording required is <the passage>"). FAQ
+    entries answer their own questions and are not asked about."""
+    judged = judge_answer(NODE, state, *_documents(cited), runtime, config)
+    if judged is None:
+        return grounded
+    if judged.get("refusal") is not None:
+        return judged
+    return {**grounded, "usage": judged["usage"], "trail": [*grounded["trail"], *judged["trail"]]}
+
+
 def _ungrounded(
     state: PipelineState,
     report: GroundingReport,
@@ -164,6 +203,7 @@ def _ungrounded(
     claims: list[dict[str, Any]],
     run: RunConfig,
     runtime: NodeRuntime,
+    config: RunnableConfig,
 ) -> dict[str, Any]:
     """An unsupported draft: replaced by a document passage to quote or the top FAQ entry
     verbatim when `_fallback` finds one, else refused not_grounded."""
@@ -208,7 +248,35 @@ def _ungrounded(
     decision = decide(
         NODE, "block", report.reason or "unsupported claims", report.score, None, claims=claims
     )
-    return refuse_with(RefusalReason.NOT_GROUNDED, decision)
+    return _why_ungrounded(state, decision, passages, runtime, config)
+
+
+def _why_ungrounded(
+    state: PipelineState,
+    decision: Decision,
+    passages: list[Candidate],
+    runtime: NodeRuntime,
+    config: RunnableConfig,
+) -> dict[str, Any]:
+    """Refused: `no_relevant_docs` when the chat model says none of the document passages it
+    was given states what the question asks for (the documents hold no answer, not only a
+    badly written one), else `not_grounded`."""
+    refused = refuse_with(RefusalReason.NOT_GROUNDED, decision)
+    judged = judge_answer(NODE, state, *_documents(passages), runtime, config)
+    if judged is None:
+        return refused
+    refusal = judged.get("refusal")
+    if refusal is not None and refusal.reason == RefusalReason.NO_RELEVANT_DOCS:
+        return {**judged, "trail": [decision, *judged["trail"]]}
+    usage = {"usage": judged["usage"]} if "usage" in judged else {}
+    return {**refused, **usage}
+
+
+def _documents(passages: list[Candidate]) -> tuple[list[str], list[str]]:
+    """The texts and labels of the document passages (not FAQ entries) among `passages`."""
+    documents = [p for p in passages if not p.is_faq]
+    labels = [str(p.payload.get("label") or p.payload.get("source_id") or p.id) for p in documents]
+    return [point_text(p.payload) for p in documents], labels
 
 
 def _fallback(

@@ -14,7 +14,10 @@ After the model's "no", closeness in meaning is not enough: the quote must hold 
 key words, counting those the KB never uses (a lay word the document does not share cannot
 overrule the model). Anything else is refused `not_grounded` (after a draft) or
 `no_relevant_docs` (after the model's "no"), with the quote's coverage and similarity against
-those thresholds in the trail.
+those thresholds in the trail. A quote that can stand is then read by the chat model, when
+there is one (nodes.common.judge_answer): sharing the question's words is not stating what it
+asks for ("the penalties for ..." against the rule the penalties are for), so a quote the
+model says does not state the answer is refused `no_relevant_docs` (rule `answer_judge`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from guardrag.core.kb.asides import OPENING
 from guardrag.core.quote import best_quote, quote_problem
 from guardrag.core.text import coverage
 from guardrag.graph.state import PipelineState
-from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with
+from guardrag.nodes.common import NodeRuntime, decide, judge_answer, knobs, refuse_with
 
 NODE = "quote"
 log = logging.getLogger("guardrag.nodes")
@@ -80,6 +83,9 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
             NODE, "block", f"{label}: {problem}", covered, run.min_evidence_coverage, **evidence
         )
         return refuse_with(refusal, decision)
+    judged = judge_answer(NODE, state, [found.text], [label], runtime, config) or {}
+    if judged.get("refusal") is not None:
+        return judged
     decision = decide(
         NODE,
         "pass",
@@ -94,5 +100,6 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
         "passages": [source],
         "citations": [source.citation()],
         "confidence": round(source.score, 4),
-        "trail": [decision],
+        **({"usage": judged["usage"]} if "usage" in judged else {}),
+        "trail": [decision, *judged.get("trail", [])],
     }

@@ -26,7 +26,8 @@ class ScriptedChatModel(BaseChatModel):
     queued the model says the customer's message again with a plain lead-in ("Please tell me:
     ..."), a second wording that ranks like the first, so tests scripted for `generate` need not
     know of it. `judge_passages` asks likewise have `judgements` and `judge_calls`; with none
-    queued the judge chooses the first passage.
+    queued the judge chooses the first passage; the answer judge's (`answer_judgements`,
+    `answer_judge_calls`) says YES.
     """
 
     replies: list[str | Exception] = Field(default_factory=list)
@@ -35,6 +36,8 @@ class ScriptedChatModel(BaseChatModel):
     rephrase_calls: list[list[BaseMessage]] = Field(default_factory=list)
     judgements: list[str | Exception] = Field(default_factory=list)
     judge_calls: list[list[BaseMessage]] = Field(default_factory=list)
+    answer_judgements: list[str | Exception] = Field(default_factory=list)
+    answer_judge_calls: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -54,6 +57,9 @@ class ScriptedChatModel(BaseChatModel):
         elif messages and messages[0].content == prompts.PASSAGE_JUDGE_SYSTEM:
             self.judge_calls.append(messages)
             reply = self.judgements.pop(0) if self.judgements else "1"
+        elif messages and messages[0].content == prompts.ANSWER_JUDGE_SYSTEM:
+            self.answer_judge_calls.append(messages)
+            reply = self.answer_judgements.pop(0) if self.answer_judgements else "YES"
         else:
             self.calls.append(messages)
             if not self.replies:

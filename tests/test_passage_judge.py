@@ -125,25 +125,34 @@ def test_a_failing_judge_is_an_error_not_a_not_found(
     assert _judged(result) == ["error"]
 
 
-@pytest.mark.slow
-def test_the_real_model_judges_lay_words_and_an_unanswered_question(
-    embedder: OnnxEmbedder, tmp_path: Path
-) -> None:
-    settings = installed_settings(tmp_path / "data", second_opinion=False, llm_timeout_s=300)
-    guide = tmp_path / "guide.md"
-    guide.write_text(GUIDE)
+@contextmanager
+def real_model_bot(
+    embedder: OnnxEmbedder, folder: Path, kb: str, text: str, description: str
+) -> Iterator[Guardrag]:
+    """A bot with the bundled model over one Markdown document `text` (KB `kb`)."""
+    settings = installed_settings(folder / "data", second_opinion=False, llm_timeout_s=300)
+    document = folder / f"{kb}.md"
+    document.write_text(text)
     store = EdgeStore(settings.data_dir)
     try:
-        ingest(store, embedder, "guide", [guide], description="Referral guide")
+        ingest(store, embedder, kb, [document], description=description)
     finally:
         store.close()
     bot = Guardrag.from_settings(settings, audit=False)
     try:
-        answered = bot.ask(LAY_QUESTION, "guide")
-        refused = bot.ask(UNANSWERED, "guide")
+        yield bot
     finally:
         bot.close()
         local_llm.stop_all()
+
+
+@pytest.mark.slow
+def test_the_real_model_judges_lay_words_and_an_unanswered_question(
+    embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    with real_model_bot(embedder, tmp_path, "guide", GUIDE, "Referral guide") as bot:
+        answered = bot.ask(LAY_QUESTION, "guide")
+        refused = bot.ask(UNANSWERED, "guide")
     assert _judged(answered) == ["pass"], answered.trail
     judged = next(d for d in answered.trail if d.node == "judge_passages").detail
     chosen = read_choice(str(judged["reply"]), len(judged["judged"]))

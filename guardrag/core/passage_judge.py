@@ -6,13 +6,21 @@ most questions about documents whose right passage was retrieved. Choosing among
 numbered passages is a narrower task for a small model than writing an answer: its verdict
 decides whether the model may write from them at all, and from which. A reply that names no
 passage, or one that is not a list of passage numbers, is read as "none".
+
+`states_answer` asks the second question a judge of passages must answer: does this text (a
+quote, or the passages a drafted answer cites) state what the question asks for, or is it only
+on the same topic ("the penalties for ..." against the rule the penalties are for)? Asked as a
+YES/NO, the model's probability of YES is the score, read from the first reply token's
+log-probabilities where the endpoint reports them (from the reply's word otherwise).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -25,6 +33,10 @@ JUDGE_MAX_TOKENS = 12
 #: Characters of each passage the judge reads (the start carries a recommendation's subject).
 PASSAGE_CHARS = 900
 _NUMBERS = re.compile(r"\d+")
+#: Characters of the text the answer judge reads (a quote, or the passages an answer cites).
+ANSWER_CHARS = 1800
+#: First-token alternatives read for P(YES) (enough to hold both words' spellings).
+TOP_LOGPROBS = 10
 
 
 @dataclass(frozen=True)
@@ -72,3 +84,58 @@ def read_choice(reply: str, shown: int) -> tuple[int, ...]:
     if not numbers or any(n < 1 or n > shown for n in numbers):
         return ()
     return tuple(dict.fromkeys(numbers))
+
+
+@dataclass(frozen=True)
+class AnswerVerdict:
+    """P(YES) that the text states what the question asks for, and the model's reply."""
+
+    p_yes: float
+    reply: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def states_answer(
+    question: str,
+    text: str,
+    model: BaseChatModel,
+    config: RunnableConfig | None = None,
+) -> AnswerVerdict:
+    """Ask `model` whether `text` states what `question` asks for; raises when the call fails."""
+    messages = [
+        SystemMessage(prompts.ANSWER_JUDGE_SYSTEM),
+        HumanMessage(
+            prompts.ANSWER_JUDGE_USER.format(
+                question=question, passage=" ".join(text.split())[:ANSWER_CHARS]
+            )
+        ),
+    ]
+    bound = model.bind(max_tokens=2, temperature=0, logprobs=True, top_logprobs=TOP_LOGPROBS)
+    reply = bound.invoke(messages, config)
+    said = reply.content.strip() if isinstance(reply.content, str) else ""
+    usage = getattr(reply, "usage_metadata", None) or {}
+    p_yes = yes_probability(getattr(reply, "response_metadata", None) or {})
+    if p_yes is None:  # no log-probabilities: the reply's own word
+        p_yes = 1.0 if said.upper().startswith("YES") else 0.0
+    return AnswerVerdict(
+        p_yes, said[:20], int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+    )
+
+
+def yes_probability(metadata: Mapping[str, Any]) -> float | None:
+    """P(YES) / P(YES or NO) over the first reply token's alternatives in a reply's
+    `response_metadata`; None when they are missing or hold neither word."""
+    try:
+        alternatives = metadata["logprobs"]["content"][0]["top_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    yes = no = 0.0
+    for alternative in alternatives:
+        token = str(alternative.get("token", "")).strip().upper()
+        weight = math.exp(float(alternative.get("logprob", -math.inf)))
+        if token and "YES".startswith(token[:3]):
+            yes += weight
+        elif token and "NO".startswith(token[:2]):
+            no += weight
+    return round(yes / (yes + no), 4) if yes + no > 0 else None
