@@ -12,11 +12,12 @@ An unsupported draft is replaced, when `grounding_fallback_to_faq` allows (see _
 the top FAQ entry's answer verbatim when that entry clearly leads the ranking (route
 semantic_match); by a quote of a document passage the model was given (the judge's choice)
 when the passage clearly leads or the draft drew on it alone: verdict `hit`, and the `quote`
-node decides whether its sentences can stand as the answer. Otherwise refused not_grounded, or
-no_relevant_docs when the chat model says none of the document passages states what the
-question asks for (nodes.common.judge_answer). A grounded draft over document passages is
-served only when that judge says the passages it cites state what the question asks for: a draft can be true to its passage and answer nothing
-("the exact wording required is <the passage>").
+node decides whether its sentences can stand as the answer. Otherwise refused not_grounded.
+With the knob `answer_judge` (off by default; nodes.common.judge_answer), the chat model is also
+asked whether the document passages state what the question asks for: a grounded draft over
+them is served only when it says the passages it cites do (a draft can be true to its passage
+and answer nothing: "the exact wording required is <the passage>"), and an ungrounded one is
+refused no_relevant_docs when it says none does.
 With the knob `grounding_judge`, the chat model judges each claim instead of the similarity
 thresholds (guardrag.core.grounding.judge).
 """

@@ -14,10 +14,11 @@ After the model's "no", closeness in meaning is not enough: the quote must hold 
 key words, counting those the KB never uses (a lay word the document does not share cannot
 overrule the model). Anything else is refused `not_grounded` (after a draft) or
 `no_relevant_docs` (after the model's "no"), with the quote's coverage and similarity against
-those thresholds in the trail. A quote that can stand is then read by the chat model, when
-there is one (nodes.common.judge_answer): sharing the question's words is not stating what it
-asks for ("the penalties for ..." against the rule the penalties are for), so a quote the
-model says does not state the answer is refused `no_relevant_docs` (rule `answer_judge`).
+those thresholds in the trail. With the knob `answer_judge` (off by default), a quote that can
+stand is then read by the chat model (nodes.common.judge_answer): sharing the question's words
+is not stating what it asks for ("the penalties for ..." against the rule the penalties are
+for), so a quote the model says does not state the answer is refused `no_relevant_docs` (rule
+`answer_judge`).
 """
 
 from __future__ import annotations
