@@ -23,7 +23,7 @@ from langchain_core.runnables import RunnableConfig
 
 from guardrag.config import prompts
 from guardrag.contract import RefusalReason, Usage
-from guardrag.core.grounding.drafts import check_draft, finished
+from guardrag.core.grounding.drafts import check_draft, declines, finished
 from guardrag.graph.state import Candidate, PipelineState
 from guardrag.nodes.common import NodeRuntime, decide, knobs, refuse_with, reply_usage
 
@@ -89,7 +89,7 @@ def generate(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime)
         if not text.strip():
             decision = decide(NODE, "error", "LLM returned an empty answer")
             return refuse_with(RefusalReason.LLM_UNAVAILABLE, decision, usage=usage)
-        if prompts.NO_ANSWER in text:
+        if prompts.NO_ANSWER in text or declines(text):
             said_no = "model: the passages do not answer the question"
             if knobs(config).grounding_fallback_to_faq and _one_document(passages):
                 decision = decide(NODE, "hit", f"{said_no}; the passage's sentences to be quoted")

@@ -7,7 +7,7 @@ import pytest
 from guardrag.config import prompts
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.grounding import DEFAULT_MIN_SIMILARITY, Passage
-from guardrag.core.grounding.drafts import check_draft, finished, prune, tidy
+from guardrag.core.grounding.drafts import check_draft, declines, finished, prune, tidy
 from guardrag.faces.service import Guardrag
 from tests.fakes import ScriptedChatModel
 
@@ -105,6 +105,35 @@ def test_source_talk_never_reaches_the_customer(bot: Guardrag, chat: ScriptedCha
     result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
     assert result.outcome == "answered" and "passage" not in result.answer
     assert len(chat.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("draft", "declined"),
+    [
+        ("The FCA penalties for non-compliant crypto promotions are not in sources.", True),
+        ("The passages do not mention a retention period.", True),
+        ("The exact font size is not specified in the provided passages.", True),
+        ("The documents provided do not specify the penalties.", True),
+        ("Fees are RM1 [1]. The fee for cards is not mentioned in the passages.", False),
+        ("Your passport is not included in the documents we return [1].", False),  # a claim
+        ("Refunds are not given in cash.", False),
+    ],
+)
+def test_a_draft_that_only_says_the_passages_do_not_answer_declines(
+    draft: str, declined: bool
+) -> None:
+    assert declines(draft) is declined
+
+
+def test_the_model_declining_in_its_own_words_is_its_no(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    """Read as a claim, "X is not in the sources." went on to ground's fallbacks, which quoted
+    a passage on the topic that does not answer; it is the model's NOT_IN_SOURCES."""
+    chat.replies = ["The FPX top-up times for weekends are not in the sources."]
+    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    assert result.refusal is not None and result.refusal.reason == "no_relevant_docs"
+    assert result.refusal.stage == "generate"
 
 
 FEE = [Passage(number=1, source_id="fees", text="Credit card top-ups carry a 1.5% fee.")]

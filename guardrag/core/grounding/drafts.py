@@ -72,6 +72,20 @@ _TRAILING_CITATIONS = re.compile(r"([.!?])((?:[ \t]*\[\d+\])+)[ \t]*$", re.MULTI
 _ECHO = re.compile(r"</?passage\b|^\s*(?:passages|question)\s*:", re.IGNORECASE | re.MULTILINE)
 
 
+#: The model saying in its own words that the passages hold no answer: "The FCA penalties for
+#: ... are not in sources.", "The passages do not mention a retention period."
+_DECLINE = re.compile(
+    r"\b(?:is|are|was|were)\s+not\s+(?:\w+\s+)?(?:in|found\s+in|mentioned\s+in|provided\s+in"
+    r"|given\s+in|stated\s+in|specified\s+in|covered\s+(?:in|by)|included\s+in|available\s+in"
+    r"|addressed\s+in)\s+(?:the\s+)?(?:provided\s+|given\s+)?"
+    r"(?:sources?|passages?|context|documents?|texts?)\b"
+    r"|\b(?:sources?|passages?|context|documents?)\s+(?:provided\s+|given\s+)?"
+    r"(?:do(?:es)?\s+not|don't|doesn't)\s+(?:\w+\s+)?(?:mention|say|state|specify|provide"
+    r"|contain|include|cover|address|give|describe|discuss)\b",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True)
 class DraftCheck:
     """A tidied draft and what is still wrong with it (empty when nothing is)."""
@@ -91,6 +105,17 @@ def is_source_talk(sentence: str) -> bool:
         return True
     bare = CITATION_RE.sub(" ", sentence)  # a citation with no words and no figures beside it
     return bare != sentence and not content_words(bare) and not re.search(r"\d", bare)
+
+
+def declines(draft: str) -> bool:
+    """Whether every sentence of `draft` says, citing nothing, that the passages do not answer:
+    the model's NOT_IN_SOURCES in its own words. Read as a claim, such a sentence sent a draft
+    that answers nothing on to the fallbacks meant for a badly worded answer. A cited sentence
+    is a claim ("Your passport is not included in the documents we return [1].")."""
+    sentences = [s for line in draft.splitlines() for s in split_sentences(line) if s.strip()]
+    return bool(sentences) and all(
+        _DECLINE.search(s) and not CITATION_RE.search(s) for s in sentences
+    )
 
 
 def without(draft: str, drop: Callable[[str], bool]) -> tuple[str, tuple[str, ...]]:
