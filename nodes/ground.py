@@ -41,7 +41,7 @@ from guardrag.core.grounding import (
 )
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
-from guardrag.core.grounding.kind import figure_missing
+from guardrag.core.grounding.kind import figure_missing, year_unstated
 from guardrag.core.grounding.polarity import yes_conflict
 from guardrag.core.grounding.split import renumber
 from guardrag.core.kb.stats import point_text
@@ -321,9 +321,10 @@ def _polarity(
     question: str, draft: str, report: GroundingReport, passages: list[Candidate]
 ) -> GroundingReport:
     """`report`, made unsupported when the draft answers the question out of kind (a figure or
-    a price asked, none stated: guardrag.core.grounding.kind) or its "Yes" contradicts the
-    document passage its first claim rests on (guardrag.core.grounding.polarity; an FAQ
-    answer belongs to its own question, so a "Yes" is not read against it)."""
+    a price asked, none stated: guardrag.core.grounding.kind), or the document passage its
+    first claim rests on never states the year the question asks about, or the draft's "Yes"
+    contradicts that passage (guardrag.core.grounding.polarity; an FAQ answer belongs to its
+    own question, so neither is read against it)."""
     first = report.claims[0] if report.claims else None
     number = (first.cited[0] if first and first.cited else None) or (
         first.best_passage if first else None
@@ -333,7 +334,8 @@ def _polarity(
     source = passages[number - 1]
     conflict = figure_missing(question, draft)
     if conflict is None and not source.is_faq:
-        conflict = yes_conflict(question, draft, str(source.payload.get("text") or ""))
+        text = point_text(source.payload)
+        conflict = year_unstated(question, text) or yes_conflict(question, draft, text)
     if conflict is None:
         return report
     claim = replace(first, supported=False, best_passage=number, reason=conflict)

@@ -44,3 +44,17 @@ def figure_missing(question: str, draft: str) -> str | None:
     if match is None or _FIGURE.search(_BRACKETS.sub(" ", draft)):
         return None
     return f"the question asks '{match.group(0).lower()}' and the draft states no figure"
+
+
+#: A year the question names ("net sales for fiscal 2024", "deliveries in 2023").
+_YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+
+
+def year_unstated(question: str, source: str) -> str | None:
+    """Why `source` cannot answer `question`: the question asks about a year the source never
+    states. A filing or report gives each figure for its own period; a figure from 2022 does
+    not answer "for fiscal 2024", however well it is quoted."""
+    missing = sorted(set(_YEAR.findall(question)) - set(_YEAR.findall(source)))
+    if not missing:
+        return None
+    return f"the question asks about {', '.join(missing)}; the passage never states it"
