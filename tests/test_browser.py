@@ -224,6 +224,7 @@ def test_a_progress_event_shows_while_the_answer_is_written(
 
 
 def watch_progress(page: Page) -> None:
+    page.locator("#chat").wait_for()  # under load the page may still be building the chat
     page.evaluate(
         """labels => {
             window.seen = {};
