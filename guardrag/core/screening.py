@@ -13,10 +13,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from guardrag.core.guards.ingest.passages import servable
+from guardrag.core.store import IndexUnavailable
+from guardrag.core.text import normalise
+
 if TYPE_CHECKING:
     from guardrag.core.embedder import Embedder
     from guardrag.core.guards import InputGuard
     from guardrag.core.guards.finding import GuardFinding
+    from guardrag.core.store import VectorStore
+
+#: The one finding a KB's own question overrules: the learned classifier's estimate. A rule
+#: that names an attack ("ignore previous instructions") is never overruled.
+OVERRULABLE = frozenset({"learned.injection"})
 
 
 class EmbeddingFailed(Exception):
@@ -70,3 +79,24 @@ def screen_follow_up(
         if finding is not None:
             return Screened(standalone, None, finding), True
     return screen(guard, embedder, standalone, max_chars), False
+
+
+def own_question(store: VectorStore, kb: str, screened: Screened) -> str | None:
+    """The KB entry whose question the message is, word for word (up to case, punctuation and
+    spaces), when that settles a learned classifier's alarm; else None.
+
+    A forum post or FAQ question the operator verified and ingest screened is not an attempt
+    on the assistant, however its wording scores ("The confession box! ... say what you
+    want!"): it is answered with that entry verbatim, and no model reads it. Only a finding in
+    `OVERRULABLE`, only an entry that is served (one carrying instructions for the model never
+    is), only one entry; an unreadable index keeps the refusal.
+    """
+    found = screened.finding
+    if found is None or found.rule not in OVERRULABLE or screened.vector is None:
+        return None
+    try:
+        hits = store.find_by_field(kb, "question_norm", normalise(screened.question), limit=2)
+    except IndexUnavailable:
+        return None
+    hits, _ = servable(hits)
+    return str(hits[0].payload.get("source_id", hits[0].id)) if len(hits) == 1 else None
