@@ -27,6 +27,7 @@ REFUSAL_MESSAGES: dict[R, str] = {
     R.LOW_CONFIDENCE: "I'm not confident I have the right answer to that in {source}.",
     R.NOT_GROUNDED: "I couldn't find a reliable answer to that in {source}.",
     R.UNSAFE_OUTPUT: "I couldn't produce a safe answer to that. Please rephrase your question.",
+    R.UNSAFE_SOURCE: "I can't show the answer {source} has to that here. Please contact support.",
     R.LLM_UNAVAILABLE: "I can't compose an answer right now. Please try again later.",
     R.INDEX_UNAVAILABLE: "{Source} is temporarily unavailable. Please try again later.",
     R.MODEL_UNAVAILABLE: "{Source} is temporarily unavailable. Please try again later.",

@@ -34,6 +34,9 @@ class RefusalReason(StrEnum):
     LOW_CONFIDENCE = "low_confidence"
     NOT_GROUNDED = "not_grounded"
     UNSAFE_OUTPUT = "unsafe_output"
+    # the KB's own answer, served verbatim, fails a content check (profanity): the operator's
+    # entry to fix, not an attack
+    UNSAFE_SOURCE = "unsafe_source"
     LLM_UNAVAILABLE = "llm_unavailable"
     INDEX_UNAVAILABLE = "index_unavailable"
     MODEL_UNAVAILABLE = "model_unavailable"
@@ -41,7 +44,7 @@ class RefusalReason(StrEnum):
 
 #: blocked: an attack on the assistant (a security team alerts on it). policy: a message the
 #: bot does not take, though nobody attacked it (the customer's own card or phone number or
-#: one-time code, profanity, an empty or overlong message). not_found: the knowledge has no answer.
+#: one-time code, profanity, an empty or overlong message, a KB answer with profanity). not_found: the knowledge has no answer.
 #: error: we failed. docs/GUARDS.md, "What 'blocked' means".
 RefusalKind = Literal["blocked", "policy", "not_found", "error"]
 
@@ -59,6 +62,7 @@ REASON_KIND: dict[RefusalReason, RefusalKind] = {
     RefusalReason.PAYMENT_DATA: "policy",
     RefusalReason.PROFANITY: "policy",
     RefusalReason.UNSAFE_OUTPUT: "blocked",
+    RefusalReason.UNSAFE_SOURCE: "policy",
     RefusalReason.OUT_OF_DOMAIN: "not_found",
     RefusalReason.NO_RELEVANT_DOCS: "not_found",
     RefusalReason.LOW_CONFIDENCE: "not_found",

@@ -7,7 +7,9 @@ refused, and the KB entries it came from that ask the same are held back
 (kb.holdback: republished without them); links and e-mail addresses off the KB's allowed
 domains are removed from the answer, with the hosts in the trail. Then the output guard's
 validators on what is left (prompt leaks, PII, secrets or URLs absent from the cited sources,
-profanity) and, as a backstop, the KB passage scan (instructions for a model).
+profanity) and, as a backstop, the KB passage scan (instructions for a model). Every finding
+refuses as `unsafe_output` (an attack), except profanity the KB's own text holds
+(`unsafe_source`, kind policy: the operator's entry to mend).
 """
 
 from __future__ import annotations
@@ -97,8 +99,10 @@ def moderate_output(
 
 
 def _block(finding: GuardFinding, **detail: Any) -> dict[str, Any]:
+    own_words = finding.reason is RefusalReason.UNSAFE_SOURCE
+    reason = RefusalReason.UNSAFE_SOURCE if own_words else RefusalReason.UNSAFE_OUTPUT
     return {
-        **guard_refusal(NODE, finding, RefusalReason.UNSAFE_OUTPUT, **detail),
+        **guard_refusal(NODE, finding, reason, **detail),
         "answer": "",
         "citations": [],
     }

@@ -173,15 +173,21 @@ def input_model(
     )
 
 
-def output_rule(name: str, validator: str, check: Check, doc: str = "") -> GuardUnit:
-    """An output guard refusing with UNSAFE_OUTPUT: `check` reads the answer (`call.text`)
-    and, when it needs them, `call.sources` and `call.prompts`."""
+def output_rule(
+    name: str,
+    validator: str,
+    check: Check,
+    doc: str = "",
+    reasons: tuple[RefusalReason, ...] = (RefusalReason.UNSAFE_OUTPUT,),
+) -> GuardUnit:
+    """An output guard refusing with UNSAFE_OUTPUT (or `reasons`): `check` reads the answer
+    (`call.text`) and, when it needs them, `call.sources` and `call.prompts`."""
     return GuardUnit(
         name=name,
         validator=validator,
         stage="output",
         cost="rule",
-        reasons=(RefusalReason.UNSAFE_OUTPUT,),
+        reasons=reasons,
         check=check,
         doc=doc,
     )
