@@ -44,8 +44,8 @@ class RefusalReason(StrEnum):
 
 #: blocked: an attack on the assistant (a security team alerts on it). policy: a message the
 #: bot does not take, though nobody attacked it (the customer's own card or phone number or
-#: one-time code, profanity, an empty or overlong message, a KB answer with profanity). not_found: the knowledge has no answer.
-#: error: we failed. docs/GUARDS.md, "What 'blocked' means".
+#: one-time code, profanity, an empty or overlong message, a KB answer with profanity).
+#: not_found: the knowledge has no answer. error: we failed. docs/GUARDS.md, "What 'blocked' means".
 RefusalKind = Literal["blocked", "policy", "not_found", "error"]
 
 #: Every reason has exactly one kind, so "blocked" and "failed" are never confused.

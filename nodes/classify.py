@@ -1,10 +1,11 @@
 """classify: is the question about this knowledge base, off topic, or small talk?
 
-Evidence: the best cosine of the question to the KB's entries, to their questions or their
-answers (a dense probe of the index: a short question about a detail of an answer is as much
-in domain as a paraphrase of an entry's question), against its best cosine to generic off-topic
-and greeting exemplars, and names of other companies that the KB never mentions. A question refused on similarity alone goes to
-`rephrase` first when a chat model is there (Malay and slang read as off topic to MiniLM).
+Evidence: the best cosine of the question to the KB's entries, to their questions or their answers
+(a dense probe of the index: a short question about a detail of an answer is as much in domain as a
+paraphrase of an entry's question), against its best cosine to generic off-topic and greeting
+exemplars, and names of other companies that the KB never mentions. A question refused on similarity
+alone goes to `rephrase` first when a chat model is there (Malay and slang read as off topic to
+MiniLM).
 """
 
 from __future__ import annotations

@@ -215,12 +215,12 @@ def judge_answer(
     answer cites) state what the question asks for, or only share its words and topic ("the
     penalties for ...", "the exact font size ..." against a passage on the same subject).
 
-    None when it is not asked: knob `answer_judge` off (the default), no chat model, `use_llm`
-    off, or no text. `judge_passages` having chosen the passages does not stand for it:
-    choosing the passage closest to the question is not saying that it states the answer.
-    Otherwise a partial update: refused `no_relevant_docs` when the model's P(YES) is under ANSWER_JUDGE_MIN_YES (score, threshold, its reply and the texts
-    judged in the trail), or its pass decision with the call's usage. A failed call refuses
-    `llm_unavailable`: the answer could not be checked.
+    None when it is not asked: knob `answer_judge` off (the default), no chat model, `use_llm` off,
+    or no text. `judge_passages` having chosen the passages does not stand for it: choosing the
+    passage closest to the question is not saying that it states the answer. Otherwise a partial
+    update: refused `no_relevant_docs` when the model's P(YES) is under ANSWER_JUDGE_MIN_YES (score,
+    threshold, its reply and the texts judged in the trail), or its pass decision with the call's
+    usage. A failed call refuses `llm_unavailable`: the answer could not be checked.
     """
     model = runtime.context.chat_model
     run = knobs(config)

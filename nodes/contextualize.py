@@ -2,11 +2,11 @@
 
 Only in a thread with history, and only for messages that lean on it ("and how long does that
 take?", "what about e-Mas?", "is it free?"): the chat model rewrites the message using the last
-turns; without a model, or when its rewrite is unusable, the previous question is prepended
-instead (`follow_up` then keeps the customer's own words: rerank answers only from entries
-that speak to them). A number answering offered entries ("2") becomes that entry's question. The standalone question then goes through the input guard again (a
-follow-up may complete an attack the first message started) and is what every later stage
-answers.
+turns; without a model, or when its rewrite is unusable, the previous question is prepended instead
+(`follow_up` then keeps the customer's own words: rerank answers only from entries that speak to
+them). A number answering offered entries ("2") becomes that entry's question. The standalone
+question then goes through the input guard again (a follow-up may complete an attack the first
+message started) and is what every later stage answers.
 """
 
 from __future__ import annotations

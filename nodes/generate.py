@@ -1,17 +1,15 @@
 """generate: asks the chat model to answer from the reranked passages, citing them as [n].
 
-Refuses llm_unavailable when no model is configured or the call fails (timeout, HTTP error,
-empty output), and no_relevant_docs when the model itself says the passages don't answer;
-except when it was given a single document passage (rerank passed one, or the judge chose
-one): retrieval settled on that passage and only the small model disagrees, so its own
-sentences are tried (`quote`, which then asks the quote to hold the question's key terms: the
-model's "no" outweighs closeness in meaning alone).
-A draft longer than `max_answer_tokens` is cut there, at its last whole sentence: the cap
-bounds the wait on a CPU (the small model pads long answers with steps the passages never
-gave), and a half sentence is neither an answer nor checkable.
-A draft that echoes the prompt, leaks the instructions, cites a passage that was not given or
-only talks about the passages gets one retry with a correction (guardrag.core.grounding.drafts); `ground`
-judges whatever comes back.
+Refuses llm_unavailable when no model is configured or the call fails (timeout, HTTP error, empty
+output), and no_relevant_docs when the model itself says the passages don't answer; except when it
+was given a single document passage (rerank passed one, or the judge chose one): retrieval settled
+on that passage and only the small model disagrees, so its own sentences are tried (`quote`, which
+then asks the quote to hold the question's key terms: the model's "no" outweighs closeness in
+meaning alone). A draft longer than `max_answer_tokens` is cut there, at its last whole sentence:
+the cap bounds the wait on a CPU (the small model pads long answers with steps the passages never
+gave), and a half sentence is neither an answer nor checkable. A draft that echoes the prompt, leaks
+the instructions, cites a passage that was not given or only talks about the passages gets one retry
+with a correction (guardrag.core.grounding.drafts); `ground` judges whatever comes back.
 """
 
 from __future__ import annotations

@@ -155,7 +155,8 @@ def _rewrite(question: str, config: RunnableConfig, runtime: NodeRuntime) -> tup
 def _refused(
     state: PipelineState, asked_by: str, rewrite: str, tripped: Decision
 ) -> dict[str, Any]:
-    """A rewrite that trips a guard rule: refused with the earlier stage's reason, not the rule's."""
+    """A rewrite that trips a guard rule: refused with the earlier stage's reason, not the
+    rule's."""
     decision = decide(
         NODE,
         "block",

@@ -1,4 +1,5 @@
-"""Rerankers: the offline fused scorer (default) and a real cross-encoder behind an HTTP endpoint."""
+"""Rerankers: the offline fused scorer (default) and a real cross-encoder behind an HTTP
+endpoint."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """A second, stronger embedder's view of a ranking rerank is unsure about.
 
-MiniLM (the product's embedder) puts a gold entry first less often than all-mpnet-base-v2,
-which costs several times more per text (figures: docs/RESULTS.md). So it is asked only where MiniLM's first place is unsure, and only about the candidates
-already retrieved: the question and their FAQ questions (titles) are embedded by MPNet, and
-the product's fused formula is applied again with MPNet's title cosine in place of MiniLM's
-(answer cosine and word coverage as before: embedding whole answers would cost 10x more and
-measured no better). Titles are cached per process, so a KB's entries are embedded once.
+MiniLM (the product's embedder) puts a gold entry first less often than all-mpnet-base-v2, which
+costs several times more per text (figures: docs/RESULTS.md). So it is asked only where MiniLM's
+first place is unsure, and only about the candidates already retrieved: the question and their FAQ
+questions (titles) are embedded by MPNet, and the product's fused formula is applied again with
+MPNet's title cosine in place of MiniLM's (answer cosine and word coverage as before: embedding
+whole answers would cost 10x more and measured no better). Titles are cached per process, so a KB's
+entries are embedded once.
 """
 
 from __future__ import annotations

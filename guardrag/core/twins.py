@@ -5,14 +5,14 @@ ordering a card and again in the one on a lost card. The verbatim rule asks the 
 its runner-up, so such a pair looked like a close call and the question was refused although
 either entry answers it. A runner-up that gives the same answer is no rival.
 
-"The same answer" is kept narrow, because a wrong twin would be served verbatim: in each entry,
-the sentence holding most of the question's words must hold the same question words (more than
-half of them, and at least `MIN_HELD`: a sentence that shares a word or two with the question
-by chance answers nothing), and both sentences must state the same figures, at least one that the question
-does not state itself ("7-14 working days"; the number of a name such as "COVID-19" is no
-figure). Entries that share a topic but answer differently, or state one figure about different
-things ("RM1 per cash top-up" against "RM1 per ATM withdrawal" for an ATM question: they hold
-different question words), stay rivals.
+"The same answer" is kept narrow, because a wrong twin would be served verbatim: in each entry, the
+sentence holding most of the question's words must hold the same question words (more than half of
+them, and at least `MIN_HELD`: a sentence that shares a word or two with the question by chance
+answers nothing), and both sentences must state the same figures, at least one that the question
+does not state itself ("7-14 working days"; the number of a name such as "COVID-19" is no figure).
+Entries that share a topic but answer differently, or state one figure about different things ("RM1
+per cash top-up" against "RM1 per ATM withdrawal" for an ATM question: they hold different question
+words), stay rivals.
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ class _Deciding:
     may_rephrase: bool = False
     several: bool = False  # a several-part question, decided part by part
     bests: dict[str, Candidate] = field(default_factory=dict)  # each part's best entry
+    _rivals: tuple[Any, tuple[float, int]] | None = None  # lead_over_rivals, with its inputs
 
     @property
     def best(self) -> Candidate:
@@ -104,7 +105,11 @@ class _Deciding:
 
     @property
     def _lead_over_rivals(self) -> tuple[float, int]:
-        return verbatim.lead_over_rivals(self.question, self.ranked)
+        """Computed once per wording and ranking (the steps above narrow both)."""
+        key = (self.question, tuple((str(c.id), c.score) for c in self.ranked))
+        if self._rivals is None or self._rivals[0] != key:
+            self._rivals = (key, verbatim.lead_over_rivals(self.question, self.ranked))
+        return self._rivals[1]
 
     @property
     def confident(self) -> bool:

@@ -21,12 +21,12 @@ they are compared (`corrected`): with benign sentences' log-odds falling off exp
 above the threshold at that scale (fitted, `scripts/fit_sentence_tail.py`), a message of n
 sentences then has the false-alarm chance of one sentence, whatever n (Bonferroni).
 
-`injection_reader.npz` is its second reader: the same kind of model over all-mpnet-base-v2
-vectors (installed by `make llm`, shared with rerank's second opinion), fit on the same
-examples and folds. A message MiniLM scores at or above the reader's band (fitted too) is
-decided by MPNet; below the band it passes. Out of fold, English recall at the same caps goes
-from 0.79 (MiniLM alone) to 0.88; none of our 2,558 benign test questions reaches the band, so
-the guard's median cost does not move (a message in the band pays ~75 ms). Without MPNet, MiniLM decides alone at its own threshold.
+`injection_reader.npz` is its second reader: the same kind of model over all-mpnet-base-v2 vectors
+(installed by `make llm`, shared with rerank's second opinion), fit on the same examples and folds.
+A message MiniLM scores at or above the reader's band (fitted too) is decided by MPNet; below the
+band it passes. Out of fold, English recall at the same caps goes from 0.79 (MiniLM alone) to 0.88;
+none of our 2,558 benign test questions reaches the band, so the guard's median cost does not move
+(a message in the band pays ~75 ms). Without MPNet, MiniLM decides alone at its own threshold.
 
 Inference is a dot product and a dictionary lookup per word (~0.05 ms with the caller's
 vector); a long message costs one batched embedding of its sentences.
@@ -328,9 +328,10 @@ def installed_reader(settings: Settings | None = None) -> SecondReader | None:
 
 class LearnedInjection:
     """PROMPT_INJECTION when the message, or one of its sentences (corrected for how many
-    were scored), scores at or above the fitted threshold. With a second reader, a message MiniLM scores at or above the reader's
-    band is decided by the reader instead (one MPNet batch of the message and its sentences);
-    below the band it passes. A reader that fails leaves the decision to MiniLM's threshold."""
+    were scored), scores at or above the fitted threshold. With a second reader, a message MiniLM
+    scores at or above the reader's band is decided by the reader instead (one MPNet batch of the
+    message and its sentences); below the band it passes. A reader that fails leaves the decision
+    to MiniLM's threshold."""
 
     def __init__(
         self,
