@@ -14,6 +14,9 @@
 - an FAQ entry in between, with a chat model at hand: the question goes to `rephrase` and comes
   back; it is answered verbatim when both wordings rank that entry first, their average clears
   the threshold and leads by `rephrase_margin`; otherwise the first ranking stands;
+- document passages none of which states what the question asks for (a year, a figure, a
+  thing it names: "the record-keeping requirements", "the exact wording"): refused
+  no_relevant_docs before any LLM is asked;
 - the passages neither come semantically close (`strong_semantic`) nor contain enough of the
   question's IDF-weighted words (`min_evidence_coverage`): refused no_relevant_docs before any
   LLM is asked (the KB has no evidence for this question);
@@ -40,6 +43,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
 from guardrag.core import verbatim
+from guardrag.core.grounding.kind import asked_unstated
 from guardrag.core.kb.stats import point_text
 from guardrag.core.rerank import (
     FusedReranker,
@@ -134,6 +138,8 @@ def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -
     if (update := _unsure_entry_asked_again(d)) is not None:
         return update
     evidence = _evidence(d)
+    if (update := _asked_unstated(d, evidence)) is not None:
+        return update
     if (update := _lacking_evidence(d, evidence)) is not None:
         return update
     if (update := _not_generated(d)) is not None:
@@ -364,6 +370,33 @@ def _evidence(d: _Deciding) -> _Evidence:
     }
     lacking = semantic < run.strong_semantic and evidence < run.min_evidence_coverage
     return _Evidence(passages, evidence, lacking, detail)
+
+
+def _asked_unstated(d: _Deciding, evidence: _Evidence) -> dict[str, Any] | None:
+    """Document passages none of which states what the question asks for (a year, a thing it
+    names, a figure: guardrag.core.grounding.kind.asked_unstated): refused as not found before
+    any model is asked. Sharing the question's other words is not stating it, and a model given
+    such passages writes the missing figure or rule itself. FAQ entries belong to their own
+    questions and are not read this way."""
+    if any(p.is_faq for p in evidence.passages):
+        return None
+    why = [asked_unstated(d.question, _passage_text(p)) for p in evidence.passages]
+    if not why or None in why:
+        return None
+    return _not_found(
+        d.state,
+        d.run,
+        d.ranked,
+        f"{d.name}: no passage states what the question asks for ({why[0]})",
+        evidence.coverage,
+        d.run.min_evidence_coverage,
+        **evidence.detail,
+    )
+
+
+def _passage_text(passage: Candidate) -> str:
+    """A document passage's words with its heading and title (where a year or name may be)."""
+    return f"{passage.payload.get('section') or ''} {point_text(passage.payload)}"
 
 
 def _lacking_evidence(d: _Deciding, evidence: _Evidence) -> dict[str, Any] | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from guardrag.core.text import STOPWORDS, stem, words, wordset
+
 #: Questions that ask for a quantity: a frequency, a duration, a count, an age, a level, a price.
 _ASKS_FIGURE = re.compile(
     r"\b(?:how\s+(?:often|many|much|long|old|soon|frequently|far)|at\s+what\s+(?:age|point|"
@@ -58,3 +60,119 @@ def year_unstated(question: str, source: str) -> str | None:
     if not missing:
         return None
     return f"the question asks about {', '.join(missing)}; the passage never states it"
+
+
+#: Words that single out one thing: "the exact wording", "what specific metrics", "the precise
+#: date". What they single out must be in the source; sharing the rest of the question is not it.
+_PARTICULAR = wordset("exact exactly specific precise particular actual")
+#: A definition asked for by name: "the definition of X", "the meaning of X", "what is meant by X".
+_DEFINES = wordset("definition definitions meaning")
+#: Nouns a body of rules goes by; a modifier names which rules ("record-keeping requirements",
+#: "referral criteria"), and a source that never names them does not state those rules.
+_RULES = wordset("requirement requirements rules obligations criteria standards duties")
+#: Consequences asked for by name: a source that states a duty does not state its penalty.
+_CONSEQUENCES = wordset("penalty penalties fines sanctions")
+#: Where the phrase named after such a word ends: a preposition, a verb of the question, a
+#: conjunction, a wh-word.
+_BOUNDARY = wordset(
+    """for of to in on under by with from at about as that which who whom whose when where why
+    how what is are was were be been being do does did can could should must will would may
+    might shall need needed required used apply applies and or than if"""
+)
+#: "what kind of X": the kind is X's.
+_KIND_OF = wordset("kind kinds type types sort sorts form forms")
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*")
+_MAX_PHRASE = 3
+
+
+def focus(question: str) -> list[str]:
+    """What `question` asks for by name, when it names it: the phrase after "exact", "specific"
+    or "the definition of", the modifier of a rules noun ("record-keeping" requirements), a
+    penalty. Most questions name no focus ("What should I do if ...?") and get []."""
+    tokens = _TOKEN.findall(question)
+    lowered = [t.lower() for t in tokens]
+    found: list[str] = []
+    for i, word in enumerate(lowered):
+        if word in _PARTICULAR or (word in _DEFINES and lowered[i + 1 : i + 2] == ["of"]):
+            found.extend(_phrase_after(lowered, i + 1 + (word in _DEFINES)))
+        elif word in _RULES:
+            found.extend(_modifiers_before(tokens, i))
+        elif word in _CONSEQUENCES and _asked_for(tokens, i):
+            found.append(word)
+    return list(dict.fromkeys(found))
+
+
+def _phrase_after(lowered: list[str], start: int) -> list[str]:
+    """The content words from `start` to the phrase's end ("the exact font size must ...")."""
+    phrase: list[str] = []
+    for i in range(start, len(lowered)):
+        word = lowered[i]
+        if word in _KIND_OF and lowered[i + 1 : i + 2] == ["of"]:
+            continue
+        if word in _BOUNDARY or len(phrase) == _MAX_PHRASE:
+            if word == "of" and lowered[i - 1] in _KIND_OF:
+                continue
+            break
+        if word not in STOPWORDS:
+            phrase.append(word)
+    return phrase
+
+
+def _modifiers_before(tokens: list[str], index: int) -> list[str]:
+    """The words right before a rules noun that say which rules ("record-keeping requirements");
+    a name in capitals ("FCA requirements") is whose rules, not which."""
+    modifiers: list[str] = []
+    for token in reversed(tokens[max(0, index - _MAX_PHRASE) : index]):
+        word = token.lower()
+        if word in STOPWORDS or word in _BOUNDARY or token[:1].isupper():
+            break
+        modifiers.append(word)
+    return modifiers[::-1]
+
+
+def _asked_for(tokens: list[str], index: int) -> bool:
+    """Whether the word at `index` is what a what/which question asks for ("What are the FCA
+    penalties for ...?"), not a word of its topic ("Can I cancel without a penalty?")."""
+    for token in reversed(tokens[:index]):
+        word = token.lower()
+        if word in ("what", "which"):
+            return True
+        if not (word in STOPWORDS or word in ("is", "are", "was", "were") or token.isupper()):
+            return False
+    return False
+
+
+def _stated(word: str, stems: frozenset[str], glued: str) -> bool:
+    """Whether `word` is in a source with those word stems ("record-keeping" = "record keeping"
+    = "recordkeeping")."""
+    parts = [p for p in re.split(r"[-']", word) if p]
+    if all(stem(p) in stems for p in parts):
+        return True
+    return len(parts) > 1 and "".join(parts) in glued
+
+
+def focus_unstated(question: str, source: str) -> str | None:
+    """Why `source` cannot answer `question`: the question asks for something by name (`focus`)
+    that the source never names. "What are the record-keeping requirements for approving
+    promotions?" is not answered by "Promotions must be fair, clear and not misleading", however
+    many of its other words that shares."""
+    wanted = focus(question)
+    if not wanted:
+        return None
+    stems = frozenset(stem(w) for w in words(source))
+    glued = "".join(words(source))
+    missing = [w for w in wanted if not _stated(w, stems, glued)]
+    if not missing:
+        return None
+    return (
+        f"the question asks for {', '.join(repr(w) for w in missing)}; the passage never names it"
+    )
+
+
+def asked_unstated(question: str, source: str) -> str | None:
+    """Why `source` cannot answer `question`, if it cannot by what the question asks for: a year
+    it never states, a thing the question names that it never names, or a figure when it states
+    none."""
+    if asks_for_figure(question) and not _FIGURE.search(_BRACKETS.sub(" ", source)):
+        return "the question asks for a figure; the passage states none"
+    return year_unstated(question, source) or focus_unstated(question, source)
