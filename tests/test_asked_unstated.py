@@ -2,10 +2,13 @@
 penalties of a rule, the exact wording of a warning, a figure) does not answer it: the question
 is refused before any model is asked (rerank), and a quote or a draft over such a passage is
 refused too (guardrag.core.grounding.kind.asked_unstated). A model given the passage writes the
-missing rule or figure itself."""
+missing rule or figure itself. A question about a year the document never states is not
+answered by a figure of another year, drafted or quoted."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,14 @@ Keep a record of each approved promotion for five years, with the name of the ap
 ## Breaches
 
 A breach of this policy is reported to the compliance officer within two working days.
+"""
+
+REPORT = """# Annual report
+
+## Results
+
+Net sales for fiscal 2022 were $5.2 billion, up from $4.8 billion in fiscal 2021. Operating
+margin rose to 12 percent on lower freight costs.
 """
 
 
@@ -86,8 +97,50 @@ def test_glued_and_hyphenated_spellings_are_the_same_word() -> None:
     assert asked_unstated(asked, "Records are kept for a year.") is not None
 
 
+def test_a_year_the_source_never_states_is_named() -> None:
+    assert asked_unstated("What were net sales for fiscal 2024?", REPORT) == (
+        "the question asks about 2024; the passage never states it"
+    )
+    assert asked_unstated("What were net sales for fiscal 2022?", REPORT) is None
+    assert asked_unstated("What were net sales?", REPORT) is None
+
+
 def _reasons(result: Result) -> str:
     return "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
+
+
+@contextmanager
+def _bot(
+    settings: Settings, embedder: OnnxEmbedder, document: Path, kb: str
+) -> Iterator[tuple[Guardrag, ScriptedChatModel]]:
+    """The real embedder and an in-process Qdrant over one document, a scripted model."""
+    store = ServerStore(location=":memory:")
+    ingest(store, embedder, kb, [document], description=document.stem)
+    chat = ScriptedChatModel()
+    try:
+        yield (
+            Guardrag(
+                build_services(settings, store=store, embedder=embedder, chat_model=chat), settings
+            ),
+            chat,
+        )
+    finally:
+        store.close()
+
+
+def test_a_figure_of_another_year_does_not_answer(
+    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.md"
+    report.write_text(REPORT)
+    with _bot(settings, embedder, report, "filings") as (bot, chat):
+        chat.replies = ["The company reported net sales of $5.2 billion [1]."] * 2
+        asked = bot.ask("What net sales did the company report for fiscal 2024?", "filings")
+        assert asked.outcome == "refused", _reasons(asked)
+        assert "the question asks about 2024" in _reasons(asked), _reasons(asked)
+        chat.replies = ["Net sales for fiscal 2022 were $5.2 billion [1]."]
+        stated = bot.ask("What net sales did the company report for fiscal 2022?", "filings")
+        assert stated.outcome == "answered", _reasons(stated)
 
 
 def test_a_question_no_passage_states_is_refused_before_the_model(
@@ -95,15 +148,9 @@ def test_a_question_no_passage_states_is_refused_before_the_model(
 ) -> None:
     """Real embedder and store: the unstated focus is refused at rerank without a model call;
     a question the policy states goes on to the model and is answered."""
-    store = ServerStore(location=":memory:")
     policy = tmp_path / "promotions.md"
     policy.write_text(POLICY)
-    ingest(store, embedder, "policy", [policy], description="Promotions policy")
-    chat = ScriptedChatModel()
-    bot = Guardrag(
-        build_services(settings, store=store, embedder=embedder, chat_model=chat), settings
-    )
-    try:
+    with _bot(settings, embedder, policy, "policy") as (bot, chat):
         chat.replies = ["Breaches are punished with a fine of 10,000 [1]."]
         asked = bot.ask("What are the penalties for breaching the promotions policy?", "policy")
         assert asked.outcome == "refused", _reasons(asked)
@@ -116,5 +163,3 @@ def test_a_question_no_passage_states_is_refused_before_the_model(
         kept = bot.ask("How long must records of approved promotions be kept?", "policy")
         assert kept.outcome == "answered", _reasons(kept)
         assert "five years" in (kept.answer or "")
-    finally:
-        store.close()
