@@ -163,3 +163,10 @@ def test_a_question_no_passage_states_is_refused_before_the_model(
         kept = bot.ask("How long must records of approved promotions be kept?", "policy")
         assert kept.outcome == "answered", _reasons(kept)
         assert "five years" in (kept.answer or "")
+
+
+def test_a_rules_noun_at_the_opening_keeps_its_modifier() -> None:
+    assert focus("Record-keeping requirements for promotions?") == ["record-keeping"]
+    assert focus("What are the Kinetic Wallet rules?") == []
+    assert focus("What type of risk warnings are required?") == []
+    assert focus("What specific kind of warnings must be shown?") == ["warnings"]

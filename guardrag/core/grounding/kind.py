@@ -103,18 +103,20 @@ def focus(question: str) -> list[str]:
 
 
 def _phrase_after(lowered: list[str], start: int) -> list[str]:
-    """The content words from `start` to the phrase's end ("the exact font size must ...")."""
+    """The content words from `start` to the phrase's end ("the exact font size must ...");
+    "kind of", "type of" are passed over (the kind is the next noun's)."""
     phrase: list[str] = []
-    for i in range(start, len(lowered)):
+    i = start
+    while i < len(lowered) and len(phrase) < _MAX_PHRASE:
         word = lowered[i]
         if word in _KIND_OF and lowered[i + 1 : i + 2] == ["of"]:
+            i += 2
             continue
-        if word in _BOUNDARY or len(phrase) == _MAX_PHRASE:
-            if word == "of" and lowered[i - 1] in _KIND_OF:
-                continue
+        if word in _BOUNDARY:
             break
         if word not in STOPWORDS:
             phrase.append(word)
+        i += 1
     return phrase
 
 
@@ -122,9 +124,10 @@ def _modifiers_before(tokens: list[str], index: int) -> list[str]:
     """The words right before a rules noun that say which rules ("record-keeping requirements");
     a name in capitals ("FCA requirements") is whose rules, not which."""
     modifiers: list[str] = []
-    for token in reversed(tokens[max(0, index - _MAX_PHRASE) : index]):
-        word = token.lower()
-        if word in STOPWORDS or word in _BOUNDARY or token[:1].isupper():
+    for i in range(index - 1, max(-1, index - 1 - _MAX_PHRASE), -1):
+        token, word = tokens[i], tokens[i].lower()
+        named = token.isupper() or (token[:1].isupper() and i > 0)  # not the opening capital
+        if word in STOPWORDS or word in _BOUNDARY or named:
             break
         modifiers.append(word)
     return modifiers[::-1]
@@ -145,7 +148,7 @@ def _asked_for(tokens: list[str], index: int) -> bool:
 def _stated(word: str, stems: frozenset[str], glued: str) -> bool:
     """Whether `word` is in a source with those word stems ("record-keeping" = "record keeping"
     = "recordkeeping")."""
-    parts = [p for p in re.split(r"[-']", word) if p]
+    parts = [p for p in word.removesuffix("'s").split("-") if p]
     if all(stem(p) in stems for p in parts):
         return True
     return len(parts) > 1 and "".join(parts) in glued
