@@ -1,7 +1,8 @@
 """The answer judge: a quote or a drafted answer over document passages is served only when the
 chat model says its text states what the question asks for; on-topic questions the document
-does not answer (a retention period a privacy policy never gives) are refused
-`no_relevant_docs` with rule `answer_judge` in the trail."""
+does not answer (where a privacy policy keeps the data, which it never says) are refused
+`no_relevant_docs` with rule `answer_judge` in the trail. (A question asking a figure, a year or
+a thing by name that no passage states never reaches the model: tests/test_asked_unstated.py.)"""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ ANSWERED = "Do you sell my personal data to advertisers?"
 #: Names what the policy leaves unnamed: a draft can restate a true sentence around it.
 UNNAMED = "Which payment processor do you share my e-mail address with?"
 #: On the policy's topic, sharing its words ("e-mail address", "payment processor"), answered nowhere in it.
-UNANSWERED = "For how long do you keep the e-mail address you share with your payment processor?"
+UNANSWERED = "Where do you keep the e-mail address you share with your payment processor?"
 
 
 #: The answer judge is a knob, off by default.
@@ -121,9 +122,9 @@ def test_a_grounded_draft_the_judge_accepts_is_answered(
 def test_a_quote_the_judge_says_does_not_answer_is_refused(
     settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    # a draft without the period asked for is not grounded; ground falls back to the passage,
-    # whose sentence holds the question's words but no period
-    chat = ScriptedChatModel(replies=["We keep it while we send you receipts [1]."])
+    # a draft naming a place the passage never names is not grounded; ground falls back to the
+    # passage, whose sentence holds the question's words but no place
+    chat = ScriptedChatModel(replies=["We keep it on servers in Frankfurt [1]."])
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
         result = bot.ask(UNANSWERED, "policy", knobs=JUDGED)
@@ -149,13 +150,11 @@ def test_a_passage_the_passage_judge_chose_is_still_judged_as_an_answer(
     settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
     # few of the question's words: judge_passages chooses the closest passage (scripted "1"),
-    # which is not saying that it states a retention period
+    # which is not saying that it states where the data is kept
     chat = ScriptedChatModel(replies=["We do not sell personal data to advertisers [1]."])
     chat.answer_judgements.append("NO")
     with policy_bot(settings, embedder, tmp_path, chat) as bot:
-        result = bot.ask(
-            "How long do you keep my personal data before deleting it?", "policy", knobs=JUDGED
-        )
+        result = bot.ask("In which country do you keep my personal data?", "policy", knobs=JUDGED)
     steps = _steps(result)
     assert [d.verdict for d in result.trail if d.node == "judge_passages"] == ["pass"], steps
     assert result.refusal is not None, steps
