@@ -41,7 +41,7 @@ from guardrag.core.grounding import (
 )
 from guardrag.core.grounding.drafts import prune
 from guardrag.core.grounding.judge import judge_report
-from guardrag.core.grounding.kind import asked_unstated, figure_missing
+from guardrag.core.grounding.kind import figure_missing, year_unstated
 from guardrag.core.grounding.polarity import yes_conflict
 from guardrag.core.grounding.split import renumber
 from guardrag.core.kb.stats import point_text
@@ -322,8 +322,7 @@ def _polarity(
 ) -> GroundingReport:
     """`report`, made unsupported when the draft answers the question out of kind (a figure or
     a price asked, none stated: guardrag.core.grounding.kind), or the document passage its
-    first claim rests on never states what the question asks for (a year, a thing it names, a
-    figure: `asked_unstated`), or the draft's "Yes"
+    first claim rests on never states the year the question asks about, or the draft's "Yes"
     contradicts that passage (guardrag.core.grounding.polarity; an FAQ answer belongs to its
     own question, so neither is read against it)."""
     first = report.claims[0] if report.claims else None
@@ -336,7 +335,7 @@ def _polarity(
     conflict = figure_missing(question, draft)
     if conflict is None and not source.is_faq:
         text = point_text(source.payload)
-        conflict = asked_unstated(question, text) or yes_conflict(question, draft, text)
+        conflict = year_unstated(question, text) or yes_conflict(question, draft, text)
     if conflict is None:
         return report
     claim = replace(first, supported=False, best_passage=number, reason=conflict)

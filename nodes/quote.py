@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from guardrag.contract import RefusalReason
-from guardrag.core.grounding.kind import asked_unstated
+from guardrag.core.grounding.kind import year_unstated
 from guardrag.core.kb.asides import OPENING
 from guardrag.core.quote import best_quote, quote_problem
 from guardrag.core.text import coverage
@@ -74,7 +74,7 @@ def quote(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) ->
     else:  # after the model's "no", a word no passage holds counts against the quote too
         covered = stats.idf_coverage(question, found.text)
     problem = quote_problem(found, covered, run.min_evidence_coverage, strong_semantic)
-    problem = problem or asked_unstated(question, f"{heading} {payload.get('text') or ''}")
+    problem = problem or year_unstated(question, f"{heading} {payload.get('text') or ''}")
     evidence = {
         "similarity": round(found.similarity, 4),
         "strong_semantic": strong_semantic,

@@ -14,9 +14,9 @@
 - an FAQ entry in between, with a chat model at hand: the question goes to `rephrase` and comes
   back; it is answered verbatim when both wordings rank that entry first, their average clears
   the threshold and leads by `rephrase_margin`; otherwise the first ranking stands;
-- document passages none of which states what the question asks for (a year, a figure, a
-  thing it names: "the record-keeping requirements", "the exact wording"): refused
-  no_relevant_docs before any LLM is asked;
+- document passages that cannot state what the question asks for (a thing it names that the
+  KB never names: "the record-keeping requirements", "the exact wording"; a year none of them
+  states): refused no_relevant_docs before any LLM is asked;
 - the passages neither come semantically close (`strong_semantic`) nor contain enough of the
   question's IDF-weighted words (`min_evidence_coverage`): refused no_relevant_docs before any
   LLM is asked (the KB has no evidence for this question);
@@ -43,7 +43,7 @@ from langchain_core.runnables import RunnableConfig
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import RefusalReason
 from guardrag.core import verbatim
-from guardrag.core.grounding.kind import asked_unstated
+from guardrag.core.grounding.kind import focus_unnamed, year_unstated
 from guardrag.core.kb.stats import point_text
 from guardrag.core.rerank import (
     FusedReranker,
@@ -373,30 +373,30 @@ def _evidence(d: _Deciding) -> _Evidence:
 
 
 def _asked_unstated(d: _Deciding, evidence: _Evidence) -> dict[str, Any] | None:
-    """Document passages none of which states what the question asks for (a year, a thing it
-    names, a figure: guardrag.core.grounding.kind.asked_unstated): refused as not found before
-    any model is asked. Sharing the question's other words is not stating it, and a model given
-    such passages writes the missing figure or rule itself. FAQ entries belong to their own
+    """Document passages that cannot state what the question asks for: a thing it names that the
+    KB never names ("the record-keeping requirements", "the exact wording": kind.focus_unnamed),
+    or a year none of the passages states (kind.year_unstated). Refused as not found before any
+    model is asked: sharing the question's other words is not stating it, and a model given
+    such passages writes the missing rule or figure itself. FAQ entries belong to their own
     questions and are not read this way."""
     if any(p.is_faq for p in evidence.passages):
         return None
-    why = [asked_unstated(d.question, _passage_text(p)) for p in evidence.passages]
-    if not why or None in why:
+    stats = d.runtime.context.kb_stats.peek(d.state["kb"])
+    why = focus_unnamed(d.question, stats.names) if stats else None
+    if why is None:
+        years = [year_unstated(d.question, point_text(p.payload)) for p in evidence.passages]
+        why = years[0] if years and None not in years else None
+    if why is None:
         return None
     return _not_found(
         d.state,
         d.run,
         d.ranked,
-        f"{d.name}: no passage states what the question asks for ({why[0]})",
-        evidence.coverage,
-        d.run.min_evidence_coverage,
+        f"{d.name}: the passages cannot state what the question asks for ({why})",
+        None,
+        None,
         **evidence.detail,
     )
-
-
-def _passage_text(passage: Candidate) -> str:
-    """A document passage's words with its heading and title (where a year or name may be)."""
-    return f"{passage.payload.get('section') or ''} {point_text(passage.payload)}"
 
 
 def _lacking_evidence(d: _Deciding, evidence: _Evidence) -> dict[str, Any] | None:
@@ -489,8 +489,8 @@ def _not_found(
     run: RunConfig,
     ranked: list[Candidate],
     rule: str,
-    score: float,
-    threshold: float,
+    score: float | None,
+    threshold: float | None,
     **detail: Any,
 ) -> dict[str, Any]:
     """Nothing relevant: refused out_of_domain if the question was only loosely related to the

@@ -7,8 +7,9 @@ answers something else, however well each of its words is supported by its sourc
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from guardrag.core.text import STOPWORDS, stem, words, wordset
+from guardrag.core.text import STOPWORDS, wordset
 
 #: Questions that ask for a quantity: a frequency, a duration, a count, an age, a level, a price.
 _ASKS_FIGURE = re.compile(
@@ -63,15 +64,28 @@ def year_unstated(question: str, source: str) -> str | None:
 
 
 #: Words that single out one thing: "the exact wording", "what specific metrics", "the precise
-#: date". What they single out must be in the source; sharing the rest of the question is not it.
+#: date". What they single out must be something the KB names; sharing the rest of the question
+#: is not stating it.
 _PARTICULAR = wordset("exact exactly specific precise particular actual")
-#: A definition asked for by name: "the definition of X", "the meaning of X", "what is meant by X".
+#: A definition asked for by name: "the definition of X", "the meaning of X" ("meant by X" too).
 _DEFINES = wordset("definition definitions meaning")
 #: Nouns a body of rules goes by; a modifier names which rules ("record-keeping requirements",
-#: "referral criteria"), and a source that never names them does not state those rules.
+#: "referral criteria"), and a KB that never names them does not state those rules.
 _RULES = wordset("requirement requirements rules obligations criteria standards duties")
-#: Consequences asked for by name: a source that states a duty does not state its penalty.
+#: Modifiers of a rules noun that say how important or how general the rules are, not which
+#: ("the key requirements", "the minimum criteria").
+_GENERAL = wordset(
+    """key main new current general legal basic relevant applicable important additional
+    minimum maximum mandatory regulatory statutory overall usual standard same other different
+    further common formal official strict"""
+)
+#: Consequences asked for by name; a KB that names any of them may state the one asked for (a
+#: question about penalties is answered by "the regulator may fine a firm").
 _CONSEQUENCES = wordset("penalty penalties fines sanctions")
+_CONSEQUENCE_WORDS = wordset(
+    "penalty penalties penalise penalize fine fines fined sanction sanctions liable offence "
+    "offense punish punishment enforcement prosecute prosecution"
+)
 #: Where the phrase named after such a word ends: a preposition, a verb of the question, a
 #: conjunction, a wh-word.
 _BOUNDARY = wordset(
@@ -82,19 +96,24 @@ _BOUNDARY = wordset(
 #: "what kind of X": the kind is X's.
 _KIND_OF = wordset("kind kinds type types sort sorts form forms")
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*")
+#: The longest focus phrase read: a focus is a short noun phrase ("exact font size").
 _MAX_PHRASE = 3
 
 
 def focus(question: str) -> list[str]:
     """What `question` asks for by name, when it names it: the phrase after "exact", "specific"
-    or "the definition of", the modifier of a rules noun ("record-keeping" requirements), a
-    penalty. Most questions name no focus ("What should I do if ...?") and get []."""
-    tokens = _TOKEN.findall(question)
-    lowered = [t.lower() for t in tokens]
+    or "the definition of" / "meant by", the words that say which rules a rules noun means
+    ("record-keeping" requirements), a penalty. Most questions name no focus ("What should I do
+    if ...?") and get []."""
+    tokens = _TOKEN.findall(question.replace("\u2019", "'").replace("\u2018", "'"))
+    lowered = [t.lower().removesuffix("'s") for t in tokens]
     found: list[str] = []
     for i, word in enumerate(lowered):
-        if word in _PARTICULAR or (word in _DEFINES and lowered[i + 1 : i + 2] == ["of"]):
-            found.extend(_phrase_after(lowered, i + 1 + (word in _DEFINES)))
+        after = lowered[i + 1 : i + 2]
+        if word in _PARTICULAR:
+            found.extend(_phrase_after(lowered, i + 1))
+        elif (word in _DEFINES and after == ["of"]) or (word == "meant" and after == ["by"]):
+            found.extend(_phrase_after(lowered, i + 2))
         elif word in _RULES:
             found.extend(_modifiers_before(tokens, i))
         elif word in _CONSEQUENCES and _asked_for(tokens, i):
@@ -114,20 +133,23 @@ def _phrase_after(lowered: list[str], start: int) -> list[str]:
             continue
         if word in _BOUNDARY:
             break
-        if word not in STOPWORDS:
-            phrase.append(word)
+        if not (word in STOPWORDS or word in _RULES or word in _GENERAL):
+            phrase.append(word)  # "the specific requirements": the rules noun's own reading
         i += 1
     return phrase
 
 
 def _modifiers_before(tokens: list[str], index: int) -> list[str]:
     """The words right before a rules noun that say which rules ("record-keeping requirements");
-    a name in capitals ("FCA requirements") is whose rules, not which."""
+    a name ("FCA requirements") or a possessive ("the firm's requirements") says whose, and "key"
+    or "specific" how important or how exact, not which."""
     modifiers: list[str] = []
     for i in range(index - 1, max(-1, index - 1 - _MAX_PHRASE), -1):
         token, word = tokens[i], tokens[i].lower()
-        named = token.isupper() or (token[:1].isupper() and i > 0)  # not the opening capital
-        if word in STOPWORDS or word in _BOUNDARY or named:
+        whose = token.isupper() or (token[:1].isupper() and i > 0) or word.endswith("'s")
+        if word in STOPWORDS or word in _BOUNDARY or word in _GENERAL or word in _PARTICULAR:
+            break
+        if whose:
             break
         modifiers.append(word)
     return modifiers[::-1]
@@ -145,37 +167,21 @@ def _asked_for(tokens: list[str], index: int) -> bool:
     return False
 
 
-def _stated(word: str, stems: frozenset[str], glued: str) -> bool:
-    """Whether `word` is in a source with those word stems ("record-keeping" = "record keeping"
-    = "recordkeeping")."""
-    parts = [p for p in word.removesuffix("'s").split("-") if p]
-    if all(stem(p) in stems for p in parts):
-        return True
-    return len(parts) > 1 and "".join(parts) in glued
-
-
-def focus_unstated(question: str, source: str) -> str | None:
-    """Why `source` cannot answer `question`: the question asks for something by name (`focus`)
-    that the source never names. "What are the record-keeping requirements for approving
-    promotions?" is not answered by "Promotions must be fair, clear and not misleading", however
-    many of its other words that shares."""
-    wanted = focus(question)
-    if not wanted:
-        return None
-    stems = frozenset(stem(w) for w in words(source))
-    glued = "".join(words(source))
-    missing = [w for w in wanted if not _stated(w, stems, glued)]
+def focus_unnamed(question: str, names: Callable[[str], bool]) -> str | None:
+    """Why no passage of a KB can answer `question`: it asks for something by name (`focus`)
+    that the KB never names (`names(word)`: KBStats.names, any form of the word; for a penalty,
+    any word of a consequence). "What are the record-keeping requirements for approving
+    promotions?" is not answered by a KB that never speaks of keeping records, however many of
+    its other words the KB shares. A KB that names the thing somewhere is left to the later
+    checks: a passage that answers may list instances without the category's name ("What
+    specific symptoms ...?")."""
+    missing = [w for w in focus(question) if not _named(w, names)]
     if not missing:
         return None
-    return (
-        f"the question asks for {', '.join(repr(w) for w in missing)}; the passage never names it"
-    )
+    return f"the question asks for {', '.join(repr(w) for w in missing)}; the KB never names it"
 
 
-def asked_unstated(question: str, source: str) -> str | None:
-    """Why `source` cannot answer `question`, if it cannot by what the question asks for: a year
-    it never states, a thing the question names that it never names, or a figure when it states
-    none."""
-    if asks_for_figure(question) and not _FIGURE.search(_BRACKETS.sub(" ", source)):
-        return "the question asks for a figure; the passage states none"
-    return year_unstated(question, source) or focus_unstated(question, source)
+def _named(word: str, names: Callable[[str], bool]) -> bool:
+    if word in _CONSEQUENCES:
+        return any(names(w) for w in _CONSEQUENCE_WORDS)
+    return names(word)

@@ -21,6 +21,9 @@ from guardrag.core.text import content_words, normalise, stem
 _WORD = re.compile(r"[a-z0-9]+")
 MIN_CORRECTABLE = 5  # shorter words have too many close neighbours to correct safely
 SPELLING_CUTOFF = 0.85  # difflib ratio; "acounts"/"account" is 0.86, "loan"/"lean" would not do
+#: Two words are one when they share this many first letters: the crude stemmer leaves a noun
+#: and its verb or adjective apart ("eligibility"/"eligible", "notification"/"notify" do not).
+SAME_ROOT = 6
 
 
 def joined_words(text: str) -> set[str]:
@@ -101,6 +104,26 @@ class KBStats:
         present = _words_in(text)
         total = sum(self.idf(w) for w in wanted)
         return sum(self.idf(w) for w in wanted if w in present) / total if total else 0.0
+
+    @functools.cached_property
+    def _roots(self) -> frozenset[str]:
+        return frozenset(w[:SAME_ROOT] for w in self.vocabulary if len(w) >= SAME_ROOT)
+
+    def names(self, word: str) -> bool:
+        """Whether the KB uses `word` in some form: its stem, glued ("record-keeping" =
+        "recordkeeping") or each of its parts, or a word of the same root ("eligibility",
+        "eligible"). What a question asks for by name is checked against it
+        (guardrag.core.grounding.kind.focus_unnamed)."""
+        parts = [p for p in word.lower().removesuffix("'s").split("-") if p]
+        glued = "".join(parts)
+        if not parts or glued in self.vocabulary or stem(glued) in self.doc_freq:
+            return bool(parts)
+        return all(self._uses(part) for part in parts)
+
+    def _uses(self, word: str) -> bool:
+        if word in self.vocabulary or stem(word) in self.doc_freq:
+            return True
+        return len(word) >= SAME_ROOT and word[:SAME_ROOT] in self._roots
 
     def unknown_names(self, query: str) -> list[str]:
         """Names and acronyms in the query ("Apple's", "TNB") that the KB never uses."""
