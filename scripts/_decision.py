@@ -1,7 +1,7 @@
 """The learned answer decision, as measured (not adopted): P(the top FAQ entry answers the
 question), and the cut-off on it. Used by scripts/fit_decision.py; the pipeline keeps the rules.
 
-Whether a question gets its best FAQ entry verbatim (no model) was hand-set rules
+Whether a question gets its best FAQ entry verbatim (no model) is hand-set rules
 (`guardrag.core.verbatim`: the KB's threshold and `faq_margin`, or the second opinion ranking
 the entry first). This module is one small logistic model in their place, over what rerank
 already knows of the top entry (`observe`): its fused score against the KB's calibrated
@@ -69,8 +69,7 @@ def observe(
     faq_margin: float,
 ) -> dict[str, float]:
     """The features of the top entry of `ranked` (best first) for `question`: what rerank has
-    at hand when it decides, so the fit and the pipeline measure the same things (the rules'
-    own verdicts among them, at `faq_margin`)."""
+    at hand when it decides (the rules' own verdicts among them, at `faq_margin`)."""
     top = ranked[0]
     lead, twins = verbatim.lead_over_rivals(question, ranked)
     gap, first, asked = _second_view(opinion, str(top.payload.get("source_id")))
@@ -154,14 +153,3 @@ class DecisionModel:
 def shipped() -> DecisionModel:
     """The model the fit wrote (read once per process)."""
     return DecisionModel.from_json(json.loads(MODEL_PATH.read_text(encoding="utf-8")))
-
-
-def probability(features: Mapping[str, float]) -> float:
-    """P(the top entry answers the question) by the fitted model."""
-    return shipped().probability(features)
-
-
-def cutoff(risk: float) -> float:
-    """The fitted model's probability cut-off for `risk`, the share of answers that may be
-    wrong."""
-    return shipped().cutoff(risk)

@@ -48,12 +48,10 @@ sys.path.insert(0, str(REPO))
 
 from _decision import FEATURES, MODEL_PATH, rules_verdicts  # noqa: E402
 
+#: The public data (../shared/data beside the checkout unless GUARDRAG_SHARED_DATA says).
 SHARED = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data"))
-if not SHARED.exists():
-    SHARED = Path("/work/shared/data")
-MODELS = Path(os.environ.get("GUARDRAG_DATA_DIR", REPO / "data")) / "models"
-if not MODELS.exists():
-    MODELS = Path("/work/main/data/models")
+#: The bundled models (the second opinion): GUARDRAG_LLM_MODEL_DIR, else the checkout's data/.
+MODELS = Path(os.environ.get("GUARDRAG_LLM_MODEL_DIR", REPO / "data" / "models"))
 PUBLIC = ("dstc11-hotel-restaurant-faq", "medquad-liveqa", "semeval16-qatarliving")
 #: dstc11 has 2,054 queries: a fixed sample keeps the collection short.
 SAMPLE = 600
