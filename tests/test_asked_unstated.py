@@ -170,3 +170,8 @@ def test_a_thing_the_kb_never_names_is_refused_before_the_model(
         kept = bot.ask("What are the record-keeping requirements for promotions?", "policy")
         assert kept.outcome == "answered", _reasons(kept)
         assert "five years" in (kept.answer or "")
+
+
+def test_two_words_run_together_are_no_root() -> None:
+    stats = KBStats.from_texts("s", ["The form allows a change."])  # "form allows" is no "formal"
+    assert stats.names("forms") and not stats.names("formalities")

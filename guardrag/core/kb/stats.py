@@ -107,7 +107,8 @@ class KBStats:
 
     @functools.cached_property
     def _roots(self) -> frozenset[str]:
-        return frozenset(w[:SAME_ROOT] for w in self.vocabulary if len(w) >= SAME_ROOT)
+        """The first letters of the KB's words (not of glued runs: "word in" is no "wording")."""
+        return frozenset(w[:SAME_ROOT] for w in self.doc_freq if len(w) >= SAME_ROOT)
 
     def names(self, word: str) -> bool:
         """Whether the KB uses `word` in some form: its stem, glued ("record-keeping" =
