@@ -134,42 +134,50 @@ def _bot(
         store.close()
 
 
-def test_a_year_no_passage_states_is_refused_before_the_model(
-    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
+@pytest.mark.parametrize(
+    ("document", "unstated", "why", "stated", "reply"),
+    [
+        (
+            REPORT,
+            "What net sales did the company report for fiscal 2024?",
+            "the question asks about 2024",
+            "What net sales did the company report for fiscal 2022?",
+            "Net sales for fiscal 2022 were $5.2 billion [1].",
+        ),
+        (
+            POLICY,
+            "What are the penalties for breaching the promotions policy?",
+            "'penalties'; the KB never names it",
+            "What are the record-keeping requirements for promotions?",
+            "Records are kept for five years [1].",
+        ),
+    ],
+)
+def test_what_no_passage_can_state_is_refused_before_the_model(
+    settings: Settings,
+    embedder: OnnxEmbedder,
+    tmp_path: Path,
+    document: str,
+    unstated: str,
+    why: str,
+    stated: str,
+    reply: str,
 ) -> None:
-    report = tmp_path / "report.md"
-    report.write_text(REPORT)
-    with _bot(settings, embedder, report, "filings") as (bot, chat):
-        chat.replies = ["The company reported net sales of $5.2 billion [1]."]
-        asked = bot.ask("What net sales did the company report for fiscal 2024?", "filings")
+    """Real embedder and store: a year no passage states, or a thing the KB never names, is
+    refused `no_relevant_docs` at rerank without a model call, the year or word in the trail; a
+    question asking for what the document states goes on to the model and is answered."""
+    path = tmp_path / "document.md"
+    path.write_text(document)
+    with _bot(settings, embedder, path, "docs") as (bot, chat):
+        asked = bot.ask(unstated, "docs")
         assert asked.outcome == "refused", _reasons(asked)
         assert asked.refusal is not None and asked.refusal.stage == "rerank", _reasons(asked)
-        assert "the question asks about 2024" in _reasons(asked), _reasons(asked)
-        assert chat.calls == []
-        stated = bot.ask("What net sales did the company report for fiscal 2022?", "filings")
-        assert stated.outcome == "answered", _reasons(stated)
-
-
-def test_a_thing_the_kb_never_names_is_refused_before_the_model(
-    settings: Settings, embedder: OnnxEmbedder, tmp_path: Path
-) -> None:
-    """Real embedder and store: the unnamed focus is refused at rerank without a model call,
-    its word in the trail; a question asking for what the policy names goes on to the model."""
-    policy = tmp_path / "promotions.md"
-    policy.write_text(POLICY)
-    with _bot(settings, embedder, policy, "policy") as (bot, chat):
-        chat.replies = ["Breaches are punished with a fine of 10,000 [1]."]
-        asked = bot.ask("What are the penalties for breaching the promotions policy?", "policy")
-        assert asked.outcome == "refused", _reasons(asked)
-        assert asked.refusal is not None
-        assert asked.refusal.reason.value == "no_relevant_docs"
-        assert asked.refusal.stage == "rerank", _reasons(asked)
-        assert "'penalties'; the KB never names it" in _reasons(asked)
-        assert chat.calls == []
-        chat.replies = ["Records are kept for five years [1]."]
-        kept = bot.ask("What are the record-keeping requirements for promotions?", "policy")
-        assert kept.outcome == "answered", _reasons(kept)
-        assert "five years" in (kept.answer or "")
+        assert asked.refusal.reason.value == "no_relevant_docs", _reasons(asked)
+        assert why in _reasons(asked) and chat.calls == [], _reasons(asked)
+        chat.replies = [reply]
+        answered = bot.ask(stated, "docs")
+        assert answered.outcome == "answered", _reasons(answered)
+        assert reply.removesuffix(" [1].")[-10:] in (answered.answer or "")
 
 
 def test_two_words_run_together_are_no_root() -> None:
