@@ -99,9 +99,9 @@ def moderate_output(
 
 
 def _block(finding: GuardFinding, **detail: Any) -> dict[str, Any]:
-    # every finding is an unsafe output, but profanity the KB's own text holds (the guard says)
+    # every finding is an unsafe output, but for profanity the KB's own text holds (the guard says)
     own_words = finding.reason is RefusalReason.UNSAFE_SOURCE
-    reason = finding.reason if own_words else RefusalReason.UNSAFE_OUTPUT
+    reason = RefusalReason.UNSAFE_SOURCE if own_words else RefusalReason.UNSAFE_OUTPUT
     return {
         **guard_refusal(NODE, finding, reason, **detail),
         "answer": "",

@@ -145,8 +145,14 @@ class DecisionModel:
         """The lowest probability whose answers (all those at or above it) were wrong at most
         `risk` of the time in the leave-one-KB-out predictions: a smaller risk, a higher
         cut-off. Above 1 (never answer) when no cut-off was that safe."""
-        safe = [c for c, wrong in self.risk_curve if wrong <= risk]
-        return min(safe) if safe else 1.0 + 1e-9
+        return cutoff_for(self.risk_curve, risk)
+
+
+def cutoff_for(curve: Sequence[tuple[float, float]], risk: float) -> float:
+    """The lowest cut-off of `curve` ((cut-off, share wrong at or above it) pairs) whose share
+    wrong is at most `risk`; above 1 (never answer) when none is."""
+    safe = [c for c, wrong in curve if wrong <= risk]
+    return min(safe) if safe else 1.0 + 1e-9
 
 
 @cache

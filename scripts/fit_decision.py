@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _decision import FEATURES, MODEL_PATH, rules_verdicts  # noqa: E402
+from _decision import cutoff_for as cutoff  # noqa: E402
 
 #: The public data (../shared/data beside the checkout unless GUARDRAG_SHARED_DATA says).
 SHARED = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -316,11 +317,6 @@ def risk_curve(p: np.ndarray, y: np.ndarray, points: int = 200) -> list[tuple[fl
         j = int(np.searchsorted(-ps, -ps[i], side="right")) - 1
         curve[round(float(ps[i]), 6)] = round(float(wrong[j]), 6)
     return sorted(curve.items())
-
-
-def cutoff(curve: Sequence[tuple[float, float]], risk: float) -> float:
-    safe = [c for c, w in curve if w <= risk]
-    return min(safe) if safe else 1.0 + 1e-9
 
 
 def oof(rows_by_kb: dict[str, list[dict[str, Any]]], names: Sequence[str]) -> dict[str, np.ndarray]:

@@ -168,9 +168,14 @@ def stem(word: str) -> str:
     return word
 
 
+def straighten(text: str) -> str:
+    """Unicode form and apostrophes folded (a curly "firm’s" is "firm's"); case kept."""
+    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+
+
 def fold(text: str) -> str:
     """Unicode form, apostrophes and case folded; punctuation kept."""
-    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).lower()
+    return straighten(text).lower()
 
 
 def words(text: str) -> list[str]:

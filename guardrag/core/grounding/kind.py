@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from guardrag.core.text import STOPWORDS, wordset
+from guardrag.core.text import STOPWORDS, straighten, wordset
 
 #: Questions that ask for a quantity: a frequency, a duration, a count, an age, a level, a price.
 _ASKS_FIGURE = re.compile(
@@ -79,6 +79,8 @@ _GENERAL = wordset(
     minimum maximum mandatory regulatory statutory overall usual standard same other different
     further common formal official strict"""
 )
+#: Words before a rules noun that never say which rules.
+_NOT_WHICH = _GENERAL | _PARTICULAR
 #: Consequences asked for by name; a KB that names any of them may state the one asked for (a
 #: question about penalties is answered by "the regulator may fine a firm").
 _CONSEQUENCES = wordset("penalty penalties fines sanctions")
@@ -105,7 +107,7 @@ def focus(question: str) -> list[str]:
     or "the definition of" / "meant by", the words that say which rules a rules noun means
     ("record-keeping" requirements), a penalty. Most questions name no focus ("What should I do
     if ...?") and get []."""
-    tokens = _TOKEN.findall(question.replace("\u2019", "'").replace("\u2018", "'"))
+    tokens = _TOKEN.findall(straighten(question))
     lowered = [t.lower().removesuffix("'s") for t in tokens]
     found: list[str] = []
     for i, word in enumerate(lowered):
@@ -147,9 +149,7 @@ def _modifiers_before(tokens: list[str], index: int) -> list[str]:
     for i in range(index - 1, max(-1, index - 1 - _MAX_PHRASE), -1):
         token, word = tokens[i], tokens[i].lower()
         whose = token.isupper() or (token[:1].isupper() and i > 0) or word.endswith("'s")
-        if word in STOPWORDS or word in _BOUNDARY or word in _GENERAL or word in _PARTICULAR:
-            break
-        if whose:
+        if whose or word in STOPWORDS or word in _BOUNDARY or word in _NOT_WHICH:
             break
         modifiers.append(word)
     return modifiers[::-1]

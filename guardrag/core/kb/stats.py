@@ -117,9 +117,9 @@ class KBStats:
         (guardrag.core.grounding.kind.focus_unnamed)."""
         parts = [p for p in word.lower().removesuffix("'s").split("-") if p]
         glued = "".join(parts)
-        if not parts or glued in self.vocabulary or stem(glued) in self.doc_freq:
+        if glued in self.vocabulary or stem(glued) in self.doc_freq:
             return bool(parts)
-        return all(self._uses(part) for part in parts)
+        return bool(parts) and all(self._uses(part) for part in parts)
 
     def _uses(self, word: str) -> bool:
         if word in self.vocabulary or stem(word) in self.doc_freq:
