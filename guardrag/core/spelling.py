@@ -1,0 +1,99 @@
+"""Typos read as the knowledge base's own words before the question is embedded.
+
+"how do i chnage my pasword" embeds as unrelated word pieces ("ch", "##nage") and lands far from
+"How do I change my password?". A question word is respelt when neither the KB nor an English
+word list knows it and one edit (a letter added, dropped or changed, or two letters swapped)
+makes it a word the KB uses; among several such words, the one most entries use. The word list
+is the whole words of MiniLM's tokenizer (22,500 of its 30,522 entries), which ships with the
+embedder: a real word the KB happens not to use ("dinner" beside the KB's "diner") is never
+"corrected" into another one, nor is a contraction typed without its apostrophe ("whats",
+"doesnt": a known word and the contraction's ending). Left alone: words under five letters (too
+many neighbours: "ussd" is one edit from "used"), and a capitalised word inside the sentence (a
+name: the domain gate must still see a name the KB never mentions).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import string
+from dataclasses import dataclass
+
+from guardrag.core.embedder import EmbedderUnavailable, default_model_files
+from guardrag.core.kb.stats import KBStats
+from guardrag.core.text import stem
+
+MIN_LETTERS = 5
+#: Endings of contractions typed without the apostrophe: "whats", "doesnt", "youre", "theyll".
+_CONTRACTED = ("s", "nt", "re", "ll", "ve", "d")
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+@dataclass(frozen=True)
+class Respelt:
+    """The question with its typos respelt, and each typo with the KB word it became."""
+
+    question: str
+    changes: dict[str, str]
+
+
+@functools.cache
+def english_words() -> frozenset[str]:
+    """The whole (lower-case, alphabetic) words of MiniLM's tokenizer; empty when it is not
+    installed (then nothing is respelt: without a word list a real word could be)."""
+    try:
+        _, tokenizer = default_model_files()
+        vocab = json.loads(tokenizer.read_text(encoding="utf-8"))["model"]["vocab"]
+    except (EmbedderUnavailable, OSError, KeyError, ValueError):
+        return frozenset()
+    return frozenset(word for word in vocab if word.isalpha() and word.islower())
+
+
+def _is_known(word: str, known: frozenset[str]) -> bool:
+    """An English word, or one with a contraction's ending and no apostrophe ("whats")."""
+    return word in known or any(
+        word.endswith(end) and word[: -len(end)] in known for end in _CONTRACTED
+    )
+
+
+def one_edit(word: str) -> set[str]:
+    """Every string one letter added, dropped, changed or two neighbours swapped from `word`."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    letters = string.ascii_lowercase
+    dropped = {a + b[1:] for a, b in splits if b}
+    swapped = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    changed = {a + c + b[1:] for a, b in splits if b for c in letters}
+    added = {a + c + b for a, b in splits for c in letters}
+    return (dropped | swapped | changed | added) - {word}
+
+
+def respell(question: str, stats: KBStats, known: frozenset[str] | None = None) -> Respelt:
+    """`question` with every typo respelt as a word of the KB `stats` describe; `known`: the
+    English word list (MiniLM's, by default)."""
+    known = english_words() if known is None else known
+    kb_words = stats.vocabulary
+    changes: dict[str, str] = {}
+
+    def fix(found: re.Match[str]) -> str:
+        word = found.group(0)
+        lower = word.lower()
+        named = found.start() > 0 and word[0].isupper()
+        if (
+            not known
+            or named
+            or len(lower) < MIN_LETTERS
+            or _is_known(lower, known)
+            or lower in kb_words
+        ):
+            return word
+        close = sorted(
+            one_edit(lower) & kb_words, key=lambda w: (-stats.doc_freq.get(stem(w), 0), w)
+        )
+        if not close:
+            return word
+        changes[word] = close[0]
+        return close[0]
+
+    respelt = _WORD.sub(fix, question)
+    return Respelt(respelt, changes)
