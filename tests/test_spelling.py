@@ -57,6 +57,7 @@ def test_a_word_nobody_knows_one_edit_from_a_kb_word_is_respelt(
         "the ussd code",  # under five letters: one edit from "used"
         "whats the fee",  # a contraction without its apostrophe
         "how do I chnage it",  # no word list (the tokenizer is not installed): nothing changes
+        "saya tukar kata pasword",  # mostly words nobody knows: another language, not typos
     ],
 )
 def test_real_words_names_short_words_and_a_missing_word_list_are_left_alone(asked: str) -> None:

@@ -25,6 +25,8 @@ from guardrag.core.kb.stats import KBStats
 from guardrag.core.text import stem
 
 MIN_LETTERS = 5
+#: The share of a question's other words that must be English or the KB's for a typo to be read.
+MIN_KNOWN_SHARE = 2 / 3
 #: Endings of contractions typed without the apostrophe: "whats", "doesnt", "youre", "theyll".
 _CONTRACTED = ("s", "nt", "re", "ll", "ve", "d")
 _WORD = re.compile(r"[A-Za-z]+")
@@ -70,30 +72,31 @@ def one_edit(word: str) -> set[str]:
 
 def respell(question: str, stats: KBStats, known: frozenset[str] | None = None) -> Respelt:
     """`question` with every typo respelt as a word of the KB `stats` describe; `known`: the
-    English word list (MiniLM's, by default)."""
+    English word list (MiniLM's, by default). Nothing is respelt in a question whose other
+    words are not mostly English or the KB's (`MIN_KNOWN_SHARE`): a typo is an unknown word
+    among known ones, and a Malay question's "laluan" is no misspelt "Labuan"."""
     known = english_words() if known is None else known
-    kb_words = stats.vocabulary
-    changes: dict[str, str] = {}
-
-    def fix(found: re.Match[str]) -> str:
-        word = found.group(0)
-        lower = word.lower()
-        named = found.start() > 0 and word[0].isupper()
-        if (
-            not known
-            or named
-            or len(lower) < MIN_LETTERS
-            or _is_known(lower, known)
-            or lower in kb_words
-        ):
-            return word
-        close = sorted(
-            one_edit(lower) & kb_words, key=lambda w: (-stats.doc_freq.get(stem(w), 0), w)
-        )
-        if not close:
-            return word
-        changes[word] = close[0]
-        return close[0]
-
-    respelt = _WORD.sub(fix, question)
+    if not known:
+        return Respelt(question, {})
+    words = [(m.start(), m.group(0)) for m in _WORD.finditer(question)]
+    changes = {
+        word: fixed
+        for start, word in words
+        if (fixed := _respelt(word, start > 0 and word[0].isupper(), stats, known)) is not None
+    }
+    others = [word for _, word in words if word not in changes]
+    familiar = sum(_is_known(w.lower(), known) or w.lower() in stats.vocabulary for w in others)
+    if not changes or familiar < MIN_KNOWN_SHARE * len(others):
+        return Respelt(question, {})
+    respelt = _WORD.sub(lambda m: changes.get(m.group(0), m.group(0)), question)
     return Respelt(respelt, changes)
+
+
+def _respelt(word: str, named: bool, stats: KBStats, known: frozenset[str]) -> str | None:
+    """The KB word one edit from `word` (the one most entries use), when `word` is a typo: no
+    name, five letters or more, known neither to the word list nor to the KB."""
+    lower = word.lower()
+    if named or len(lower) < MIN_LETTERS or _is_known(lower, known) or lower in stats.vocabulary:
+        return None
+    close = one_edit(lower) & stats.vocabulary
+    return min(close, key=lambda w: (-stats.doc_freq.get(stem(w), 0), w)) if close else None
