@@ -21,7 +21,7 @@ from guardrag.core.passage_judge import states_answer
 from guardrag.core.screening import EmbeddingFailed, Screened
 from guardrag.core.store import KBInfo
 from guardrag.graph.context import Services
-from guardrag.graph.state import PipelineState
+from guardrag.graph.state import Candidate, PipelineState
 
 if TYPE_CHECKING:
     from guardrag.core.guards.finding import GuardFinding
@@ -67,6 +67,19 @@ def refuse_with(
     stage = stage or decision.node
     refusal = Refusal(reason=reason, stage=stage, kind=REASON_KIND[reason], message="")
     return {"refusal": refusal, "trail": [decision], **update}
+
+
+def verbatim_update(entry: Candidate, decision: Decision) -> dict[str, Any]:
+    """The update answering with one FAQ entry's own answer (route semantic_match, no words of
+    a model's): rerank's confident entry, the entry the judge chose, ground's fallback."""
+    return {
+        "answer": entry.answer,
+        "route": "semantic_match",
+        "passages": [entry],
+        "citations": [entry.citation()],
+        "confidence": round(entry.score, 4),
+        "trail": [decision],
+    }
 
 
 def guard_refusal(

@@ -55,6 +55,7 @@ from guardrag.nodes.common import (
     judge_answer,
     knobs,
     refuse_with,
+    verbatim_update,
 )
 
 NODE = "ground"
@@ -238,14 +239,7 @@ def _ungrounded(
             threshold,
             claims=claims,
         )
-        return {
-            "answer": top.answer,
-            "route": "semantic_match",
-            "passages": [top],
-            "citations": [top.citation()],
-            "confidence": round(top.score, 4),
-            "trail": [decision],
-        }
+        return verbatim_update(top, decision)
     decision = decide(
         NODE, "block", report.reason or "unsupported claims", report.score, None, claims=claims
     )

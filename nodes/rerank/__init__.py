@@ -62,6 +62,7 @@ from guardrag.nodes.common import (
     knobs,
     probe,
     refuse_with,
+    verbatim_update,
 )
 from guardrag.nodes.rerank import ranking
 from guardrag.nodes.rerank.parts import by_parts, decide_parts
@@ -556,15 +557,8 @@ def _verbatim(
     entry: Candidate, ranked: list[Candidate], why: str, threshold: float, detail: dict[str, Any]
 ) -> dict[str, Any]:
     """Answer with one FAQ entry's own answer (route semantic_match, no LLM)."""
-    return {
-        "candidates": ranked,
-        "passages": [entry],
-        "answer": entry.answer,
-        "route": "semantic_match",
-        "citations": [entry.citation()],
-        "confidence": round(entry.score, 4),
-        "trail": [decide(NODE, "hit", why, entry.score, threshold, **detail)],
-    }
+    decision = decide(NODE, "hit", why, entry.score, threshold, **detail)
+    return {**verbatim_update(entry, decision), "candidates": ranked}
 
 
 def _may_generate(run: RunConfig, same_top: bool) -> bool:
