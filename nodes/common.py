@@ -71,7 +71,7 @@ def refuse_with(
 
 def verbatim_update(entry: Candidate, decision: Decision) -> dict[str, Any]:
     """The update answering with one FAQ entry's own answer (route semantic_match, no words of
-    a model's): rerank's confident entry, the entry the judge chose, ground's fallback."""
+    a model's): rerank's confident entry, ground's fallback from a draft."""
     return {
         "answer": entry.answer,
         "route": "semantic_match",
