@@ -6,8 +6,8 @@ word list knows it and one edit (a letter added, dropped or changed, or two lett
 makes it a word the KB uses; among several such words, the one most entries use. The word list
 is the whole words of MiniLM's tokenizer (22,500 of its 30,522 entries), which ships with the
 embedder: a real word the KB happens not to use ("dinner" beside the KB's "diner") is never
-"corrected" into another one, nor is a contraction typed without its apostrophe ("whats",
-"doesnt": a known word and the contraction's ending). Left alone: words under five letters (too
+"corrected" into another one, nor is a known word with an English ending the list leaves out
+("smoker", "refunds") or a contraction typed without its apostrophe ("whats", "doesnt"). Left alone: words under five letters (too
 many neighbours: "ussd" is one edit from "used"), and a capitalised word inside the sentence (a
 name: the domain gate must still see a name the KB never mentions).
 """
@@ -27,8 +27,10 @@ from guardrag.core.text import stem
 MIN_LETTERS = 5
 #: The share of a question's other words that must be English or the KB's for a typo to be read.
 MIN_KNOWN_SHARE = 2 / 3
-#: Endings of contractions typed without the apostrophe: "whats", "doesnt", "youre", "theyll".
-_CONTRACTED = ("s", "nt", "re", "ll", "ve", "d")
+#: Endings that make a known word another real one: inflections and derivations the word list
+#: leaves out ("smoker", "refunds"), and contractions typed without the apostrophe ("whats",
+#: "doesnt", "youre", "theyll").
+_ENDINGS = ("s", "es", "d", "ed", "r", "er", "ers", "ing", "ly", "nt", "re", "ll", "ve")
 _WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -53,9 +55,9 @@ def english_words() -> frozenset[str]:
 
 
 def _is_known(word: str, known: frozenset[str]) -> bool:
-    """An English word, or one with a contraction's ending and no apostrophe ("whats")."""
+    """An English word, or a known word with one of `_ENDINGS` ("smoker", "whats")."""
     return word in known or any(
-        word.endswith(end) and word[: -len(end)] in known for end in _CONTRACTED
+        word.endswith(end) and word[: -len(end)] in known for end in _ENDINGS
     )
 
 
