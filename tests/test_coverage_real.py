@@ -1,8 +1,6 @@
 """The coverage demo cases that involve the model, on the real bundled model and sample KB.
 
-A misspelt question the FAQ answers (the rephrasing finds the entry, too unsure to answer it
-verbatim, so the answer is written from it with the plain wording beside the customer's), and a
-Malay question the English embedding model cannot place (the domain gate asks again in plain
+A misspelt question the FAQ answers, and a Malay question the English embedding model cannot place (the domain gate asks again in plain
 English). The model-free demo cases (two-part questions, the small gym KB) are in
 tests/test_coverage.py.
 """
@@ -26,10 +24,20 @@ def answered_from(bot: Guardrag, question: str, entry: str) -> None:
     assert any(step.node == "rephrase" and step.verdict == "pass" for step in result.trail)
 
 
-def test_a_misspelt_question_is_answered_from_its_entry(real_bot: Guardrag) -> None:  # noqa: F811
-    answered_from(
-        real_bot, "hey i forgot my pasword, how do i get bak into my acount??", "kw-security-001"
-    )
+def test_a_misspelt_question_offers_its_entry(real_bot: Guardrag) -> None:  # noqa: F811
+    """Respelt ("password", "account"), the question ranks "How do I change my password?"
+    0.01 ahead of "How do I reset my password?" (both answers point to 'Forgot password'); the
+    model's rephrasing ranks the reset entry first, so the two wordings do not agree and both
+    entries are offered. (Before typos were respelt, the misspelt wording ranked the reset
+    entry first, the rephrasing agreed and the model wrote the answer from it: this case is the
+    one the respelling cost, docs/RESULTS.md "Typos".)"""
+    result = real_bot.ask("hey i forgot my pasword, how do i get bak into my acount??")
+    steps = " | ".join(f"{d.node}:{d.verdict} {d.reason}" for d in result.trail)
+    assert result.outcome == "choices", steps
+    assert "kw-security-001" in [c.source_id for c in result.choices], steps
+    assert any(step.node == "rephrase" and step.verdict == "pass" for step in result.trail)
+    respelt = next(d.detail["respelt"] for d in result.trail if d.detail.get("respelt"))
+    assert respelt == {"pasword": "password", "acount": "account"}
 
 
 def test_a_malay_question_about_the_kb_is_answered(real_bot: Guardrag) -> None:  # noqa: F811
