@@ -106,7 +106,6 @@ class PipelineState(InputState, total=False):
     domain: Domain | None
     kb_similarity: float
     candidates: list[Candidate]
-    second_ranking: list[str]  # the second opinion's order of the candidates (source ids), if asked
     passages: list[Candidate]
     passages_unsure: bool  # document passages past rerank without the question's words: judged
     draft: str

@@ -2,9 +2,7 @@
 found relevant (rerank score >= `min_relevance`), or passes on to `refuse` when there are none.
 
 The reply says why there is no answer (the refusal's own message), then lists up to three
-entries, the reranker's best first; in the second opinion's order where rerank asked it (the
-same fused formula over all-mpnet-base-v2's title cosines: its first is the entry that answers
-more often, docs/RESULTS.md "Choices"). Picking one (a click in the UI, its number in a chat
+entries, the reranker's best first. Picking one (a click in the UI, its number in a chat
 client: `contextualize` reads "2" as that entry's question) asks the entry's own question,
 which the FAQ answers verbatim. The outcome is "choices", never an answer: no citations, and
 the refusal reason stays in the result and the trail.
@@ -16,7 +14,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from guardrag.core.choices import listed, offerable, second_first
+from guardrag.core.choices import listed, offerable
 from guardrag.graph.state import PipelineState, Turn
 from guardrag.nodes.common import NodeRuntime, decide, knobs, refusal_text
 
@@ -28,9 +26,7 @@ def offer_choices(
     refusal = state["refusal"]
     assert refusal is not None, "offer_choices reached without a refusal"
     floor = knobs(config).min_relevance
-    choices = offerable(
-        second_first(state.get("candidates") or [], state.get("second_ranking")), floor
-    )
+    choices = offerable(state.get("candidates") or [], floor)
     if not choices:
         return {
             "trail": [

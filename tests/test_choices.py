@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from guardrag.contract import Choice
-from guardrag.core.choices import listed, offerable, offered_in, picked, second_first
+from guardrag.core.choices import listed, offerable, offered_in, picked
 from guardrag.faces.api.openai import ChatMessage, split_messages
 from guardrag.faces.service import Guardrag
 from guardrag.graph.state import Candidate
@@ -33,23 +33,6 @@ def test_offered_entries_keep_the_rerankers_order_and_leave_passages_and_irrelev
     ]
     offered = offerable(ranked, min_score=0.35)
     assert [c.source_id for c in offered] == ["kw-cards-002", "kw-cards-006", "kw-cards-001"]
-
-
-def test_the_second_opinions_order_comes_first_and_the_rest_keeps_the_rerankers() -> None:
-    ranked = [
-        entry("kw-fees-limits-001", "What are my wallet limits?", 0.60),
-        entry("kw-top-up-006", "Can I top up with a credit card?", 0.59),
-        entry("kw-top-up-002", "Is there a fee to top up?", 0.55),
-        entry("kw-top-up-010", "Why did my top-up fail?", 0.54),
-    ]
-    second = ["kw-top-up-002", "kw-top-up-006"]
-    assert [c.id for c in second_first(ranked, second)] == [
-        "kw-top-up-002",
-        "kw-top-up-006",
-        "kw-fees-limits-001",
-        "kw-top-up-010",
-    ]
-    assert second_first(ranked, None) == ranked and second_first(ranked, []) == ranked
 
 
 def test_a_number_picks_an_offered_question_and_nothing_else_does() -> None:

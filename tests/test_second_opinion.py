@@ -217,28 +217,3 @@ def test_install_unpacks_what_it_needs_and_drops_the_zip(
     assert mpnet.install(folder, tmp_path / "cache", echo=lambda _: None) == folder
     assert sorted(p.name for p in folder.iterdir()) == ["model.safetensors", "tokenizer.json"]
     assert not zipped.exists() and mpnet.model_problem(folder) is None
-
-
-def test_choices_follow_the_real_second_opinions_order(
-    sample_store: VectorStore, embedder: OnnxEmbedder, tmp_path: Path
-) -> None:
-    """ "is it free to top up my wallet?": MiniLM's fused ranking puts the fee-limits entry and
-    two other top-up entries first, without the one that answers (kw-top-up-002); the second
-    opinion ranks that one first, though not by `faq_margin` (measured: 0.686 vs 0.677), so the
-    question is not answered, but the entry that answers it is offered first."""
-    folder = model_dir(installed_model())
-    if problem := model_problem(folder):
-        if REQUIRE_MODEL:
-            pytest.fail(problem)
-        pytest.skip(problem)
-    settings = Settings(data_dir=tmp_path, default_kb=KB, llm_base_url=None, llm_local=False)
-    services = build_services(
-        settings, store=sample_store, embedder=embedder, second_opinion=SecondOpinion(folder)
-    )
-    result = Guardrag(services, settings).ask(
-        "is it free to top up my wallet?", knobs={"use_llm": False}
-    )
-    assert result.outcome == "choices", result.trail
-    fused = [entry["source_id"] for entry in rerank_of(result)["top"]]
-    assert "kw-top-up-002" not in fused
-    assert result.choices[0].source_id == "kw-top-up-002"

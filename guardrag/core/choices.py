@@ -9,7 +9,7 @@ nothing is answered that the KB did not write for that question.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from guardrag.config.messages import CHOICES_INTRO, CHOICES_OUTRO
@@ -46,20 +46,6 @@ def offerable(
         if len(found) == limit:
             break
     return found
-
-
-def second_first(candidates: Sequence[Any], ranking: Sequence[str] | None) -> list[Any]:
-    """`candidates` in the second opinion's `ranking` (source ids, best first); those it did
-    not rank keep their order, after it. No ranking: the candidates as they are."""
-    if not ranking:
-        return list(candidates)
-    place = {entry: n for n, entry in enumerate(ranking)}
-
-    def key(candidate: Any) -> int:
-        payload = getattr(candidate, "payload", {}) or {}
-        return place.get(str(payload.get("source_id", getattr(candidate, "id", ""))), len(place))
-
-    return sorted(candidates, key=key)
 
 
 def picked(message: str, offered: list[str]) -> str | None:

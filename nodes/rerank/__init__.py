@@ -88,7 +88,6 @@ class _Deciding:
     may_rephrase: bool = False
     several: bool = False  # a several-part question, decided part by part
     bests: dict[str, Candidate] = field(default_factory=dict)  # each part's best entry
-    second_ranking: list[str] = field(default_factory=list)  # the second opinion's, when asked
     _rivals: tuple[Any, tuple[float, int]] | None = None  # lead_over_rivals, with its inputs
 
     @property
@@ -124,16 +123,9 @@ class _Deciding:
 
 
 def rerank(state: PipelineState, config: RunnableConfig, runtime: NodeRuntime) -> dict[str, Any]:
-    """The decision (`_decide`), with the second opinion's order of the candidates when it was
-    asked: `offer_choices` follows it (its first is more often the entry that answers)."""
-    d = _ranking(state, knobs(config), runtime)
-    update = _decide(d)
-    return {**update, "second_ranking": d.second_ranking} if d.second_ranking else update
-
-
-def _decide(d: _Deciding) -> dict[str, Any]:
     """The decision, step by step in the order above: each step returns the node's update when
     it decides, else None, and may narrow what the later steps read (`_Deciding`)."""
+    d = _ranking(state, knobs(config), runtime)
     if (update := _back_from_rephrase(d)) is not None:
         return update
     if (update := _by_each_part(d)) is not None:
@@ -309,7 +301,6 @@ def _second_opinion_agrees(d: _Deciding) -> dict[str, Any] | None:
     ):
         return None
     opinion = ask_second_opinion(d.question, state["kb"], d.ranked, run, d.runtime, d.detail)
-    d.second_ranking = [entry for entry, _ in opinion.ranking] if opinion else []
     if opinion is None or not opinion.agrees(str(best.payload.get("source_id")), run.faq_margin):
         return None
     return _verbatim(

@@ -1,0 +1,120 @@
+"""Measure which order of the offered entries reaches a gold entry most often (docs/RESULTS.md,
+"Choices": the second opinion's order was chosen with it).
+
+    .venv/bin/python scripts/measure_choice_order.py ewallet telco gym courier medquad semeval dstc11
+
+Each named fitting KB is ingested into a scratch data dir and its English queries asked without
+the chat model, the second opinion on (`data/models` or GUARDRAG_LLM_MODEL_DIR). For every query
+with a gold entry that ends in choices with the second opinion asked, three orders of the
+candidates are compared by whether a gold entry is among the first three: MiniLM's fused
+ranking (rerank's `top`), the second opinion's (its `top`), and the two interleaved. covidfaq is
+never measured here (held out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from guardrag.config.settings import Settings
+from guardrag.faces.service import Guardrag
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data")) / "faq"
+MODELS = Path(os.environ.get("GUARDRAG_LLM_MODEL_DIR", REPO / "data" / "models"))
+#: KB name -> (its entries, its questions with gold ids).
+SETS = {
+    **{
+        kb: (REPO / "datasets" / kb / "faq.jsonl", REPO / "datasets" / kb / "golden.jsonl")
+        for kb in ("ewallet", "telco", "gym", "courier")
+    },
+    "medquad": (SHARED / "medquad-liveqa/kb.jsonl", SHARED / "medquad-liveqa/queries.jsonl"),
+    "semeval": (
+        SHARED / "semeval16-qatarliving/kb.jsonl",
+        SHARED / "semeval16-qatarliving/queries.jsonl",
+    ),
+    "dstc11": (
+        SHARED / "dstc11-hotel-restaurant-faq/kb.jsonl",
+        SHARED / "dstc11-hotel-restaurant-faq/queries.jsonl",
+    ),
+}
+#: dstc11 has 2,054 queries: a fixed sample keeps the run short.
+SAMPLE, SEED = 600, 37
+ORDERS = ("fused", "interleaved", "second opinion")
+
+
+def gold_of(case: dict[str, Any]) -> list[str]:
+    """A golden case's gold entries ([] when it must be refused)."""
+    if case.get("expected") not in (None, "answer"):
+        return []
+    one = [case["expected_source_id"]] if case.get("expected_source_id") else []
+    return list(case.get("gold_ids") or case.get("expected_source_ids") or one)
+
+
+def choice_cases(kb: str) -> list[dict[str, Any]]:
+    """`kb`'s cases with gold that end in choices with the second opinion asked: both orders."""
+    faq, golden = SETS[kb]
+    data = Path(tempfile.mkdtemp(prefix=f"choice-order-{kb}-"))
+    env = {**os.environ, "GUARDRAG_DATA_DIR": str(data), "GUARDRAG_LLM_LOCAL": "false"}
+    guardrag = str(Path(sys.executable).parent / "guardrag")
+    subprocess.run([guardrag, "ingest", str(faq), "--kb", kb], env=env, check=True)
+    settings = Settings(data_dir=data, llm_local=False, llm_model_dir=MODELS)
+    bot = Guardrag.from_settings(settings, audit=False)
+    cases = [json.loads(line) for line in golden.read_text().splitlines()]
+    cases = [c for c in cases if c.get("lang", "en") == "en" and not c.get("history")]
+    if len(cases) > SAMPLE:
+        cases = random.Random(SEED).sample(cases, SAMPLE)
+    found = []
+    for case in cases:
+        gold = gold_of(case)
+        result = bot.ask(case["question"], kb=kb, knobs={"use_llm": False})
+        decided = [d for d in result.trail if d.node == "rerank"]
+        second = decided[-1].detail.get("second_opinion", {}) if decided else {}
+        if not gold or result.outcome != "choices" or "top" not in second:
+            continue
+        fused = [entry["source_id"] for entry in decided[-1].detail.get("top", [])]
+        found.append(
+            {"gold": gold, "fused": fused, "second": [e["source_id"] for e in second["top"]]}
+        )
+    bot.close()
+    return found
+
+
+def offered(case: dict[str, Any], order: str) -> list[str]:
+    """The first three entries of `order`."""
+    if order == "fused":
+        return case["fused"][:3]
+    if order == "second opinion":
+        return case["second"][:3]
+    mixed: list[str] = []
+    for pair in zip(case["fused"], case["second"], strict=False):
+        mixed += [entry for entry in pair if entry not in mixed]
+    return mixed[:3]
+
+
+def main() -> None:
+    kbs = sys.argv[1:] or list(SETS)
+    reached: dict[str, dict[str, int]] = defaultdict(dict)
+    counts = {}
+    for kb in kbs:
+        cases = choice_cases(kb)
+        counts[kb] = len(cases)
+        for order in ORDERS:
+            reached[kb][order] = sum(bool(set(offered(c, order)) & set(c["gold"])) for c in cases)
+    print("| KB | cases | " + " | ".join(ORDERS) + " |")
+    print("|---|---|" + "---|" * len(ORDERS))
+    for kb in kbs:
+        print(f"| {kb} | {counts[kb]} | " + " | ".join(str(reached[kb][o]) for o in ORDERS) + " |")
+    total = {o: sum(reached[kb][o] for kb in kbs) for o in ORDERS}
+    print(f"| all | {sum(counts.values())} | " + " | ".join(str(total[o]) for o in ORDERS) + " |")
+
+
+if __name__ == "__main__":
+    main()
