@@ -13,22 +13,15 @@ never measured here (held out).
 
 from __future__ import annotations
 
-import json
 import os
-import random
-import subprocess
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from guardrag.config.settings import Settings
-from guardrag.faces.service import Guardrag
+from _scratch import REPO, english_cases, gold_of, scratch_bot
 
-REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data")) / "faq"
-MODELS = Path(os.environ.get("GUARDRAG_LLM_MODEL_DIR", REPO / "data" / "models"))
 #: KB name -> (its entries, its questions with gold ids).
 SETS = {
     **{
@@ -50,29 +43,12 @@ SAMPLE, SEED = 600, 37
 ORDERS = ("fused", "interleaved", "second opinion")
 
 
-def gold_of(case: dict[str, Any]) -> list[str]:
-    """A golden case's gold entries ([] when it must be refused)."""
-    if case.get("expected") not in (None, "answer"):
-        return []
-    one = [case["expected_source_id"]] if case.get("expected_source_id") else []
-    return list(case.get("gold_ids") or case.get("expected_source_ids") or one)
-
-
 def choice_cases(kb: str) -> list[dict[str, Any]]:
     """`kb`'s cases with gold that end in choices with the second opinion asked: both orders."""
     faq, golden = SETS[kb]
-    data = Path(tempfile.mkdtemp(prefix=f"choice-order-{kb}-"))
-    env = {**os.environ, "GUARDRAG_DATA_DIR": str(data), "GUARDRAG_LLM_LOCAL": "false"}
-    guardrag = str(Path(sys.executable).parent / "guardrag")
-    subprocess.run([guardrag, "ingest", str(faq), "--kb", kb], env=env, check=True)
-    settings = Settings(data_dir=data, llm_local=False, llm_model_dir=MODELS)
-    bot = Guardrag.from_settings(settings, audit=False)
-    cases = [json.loads(line) for line in golden.read_text().splitlines()]
-    cases = [c for c in cases if c.get("lang", "en") == "en" and not c.get("history")]
-    if len(cases) > SAMPLE:
-        cases = random.Random(SEED).sample(cases, SAMPLE)
+    bot = scratch_bot(kb, faq)
     found = []
-    for case in cases:
+    for case in english_cases(golden, SAMPLE, SEED):
         gold = gold_of(case)
         result = bot.ask(case["question"], kb=kb, knobs={"use_llm": False})
         decided = [d for d in result.trail if d.node == "rerank"]

@@ -26,20 +26,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from _scratch import REPO, english_cases, gold_of, scratch_bot
+
 from guardrag.config.settings import Settings
 from guardrag.core.llm.client import load_chat_model
 from guardrag.core.passage_judge import states_answer
-from guardrag.faces.service import Guardrag
 
-REPO = Path(__file__).resolve().parents[1]
 KBS = ("ewallet", "telco", "gym", "courier")
 #: telco has 400 golden cases: a fixed sample keeps the model's part short.
 SAMPLE = 120
@@ -55,7 +52,6 @@ def collect(kb: str, cache: Path) -> list[dict[str, Any]]:
     if path.exists():
         return [json.loads(line) for line in path.read_text().splitlines()]
     rows = _unsure_cases(kb)
-
     model = load_chat_model(Settings(llm_local=True))
     if model is None:
         sys.exit("no chat model: run `make llm`")
@@ -68,36 +64,24 @@ def collect(kb: str, cache: Path) -> list[dict[str, Any]]:
 
 def _unsure_cases(kb: str) -> list[dict[str, Any]]:
     """`kb`'s golden English cases that rerank offered choices for, without the model."""
-
-    data = Path(tempfile.mkdtemp(prefix=f"entry-judge-{kb}-"))
-    env = {**os.environ, "GUARDRAG_DATA_DIR": str(data), "GUARDRAG_LLM_LOCAL": "false"}
     faq = REPO / "datasets" / kb / "faq.jsonl"
-    guardrag = str(Path(sys.executable).parent / "guardrag")
-    subprocess.run([guardrag, "ingest", str(faq), "--kb", kb], env=env, check=True)
     entries = {r["id"]: r for r in map(json.loads, faq.read_text().splitlines())}
-    cases = [json.loads(line) for line in (REPO / "datasets" / kb / "golden.jsonl").open()]
-    cases = [c for c in cases if c.get("lang", "en") == "en" and not c.get("history")]
-    if len(cases) > SAMPLE:
-        cases = random.Random(SEED).sample(cases, SAMPLE)
-    models = Path(os.environ.get("GUARDRAG_LLM_MODEL_DIR", REPO / "data" / "models"))
-    settings = Settings(data_dir=data, llm_local=False, llm_model_dir=models)  # the second opinion
-    bot = Guardrag.from_settings(settings, audit=False)
+    bot = scratch_bot(kb, faq)
     rows = []
-    for case in cases:
+    for case in english_cases(REPO / "datasets" / kb / "golden.jsonl", SAMPLE, SEED):
         result = bot.ask(case["question"], kb=kb, knobs={"use_llm": False})
         if result.outcome != "choices" or result.refusal is None:
             continue
         if result.refusal.stage != "rerank":
             continue
         offered = [c.source_id for c in result.choices]
-        gold = case.get("expected_source_ids") or [case.get("expected_source_id")]
         rows.append(
             {
                 "kb": kb,
                 "id": case["id"],
                 "question": case["question"],
                 "offered": offered,
-                "gold": [g for g in gold if g] if case["expected"] == "answer" else [],
+                "gold": gold_of(case),
                 "texts": [
                     entry_text(entries[s]["question"], entries[s]["answer"]) for s in offered
                 ],
@@ -122,19 +106,14 @@ def preferred(p_yes: list[float], floor: float, margin: float) -> int | None:
     return best if p_yes[best] >= floor and p_yes[best] - runner_up >= margin else None
 
 
-def judged(row: dict[str, Any], floor: float, margin: float) -> str | None:
-    """The entry the rule answers with, or None (the entries are offered)."""
-    best = preferred(row["p_yes"], floor, margin)
-    return None if best is None else str(row["offered"][best])
-
-
 def tally(rows: list[dict[str, Any]], floor: float, margin: float) -> tuple[int, int]:
     """Right and wrong answers of the rule over `rows`."""
     right = wrong = 0
     for row in rows:
-        entry = judged(row, floor, margin)
-        if entry is not None:
-            right, wrong = (right + 1, wrong) if entry in row["gold"] else (right, wrong + 1)
+        best = preferred(row["p_yes"], floor, margin)
+        if best is not None:
+            is_gold = row["offered"][best] in row["gold"]
+            right, wrong = right + is_gold, wrong + (not is_gold)
     return right, wrong
 
 
@@ -162,7 +141,7 @@ def main() -> None:
         f"gold in {first}, the model's favourite in {favourite}\n"
     )
     print(
-        "| KB left out | unsure cases | gold offered | floor, margin (chosen on the others) | right | wrong |"
+        "| KB left out | unsure cases | gold offered | floor, margin (on the others) | right | wrong |"
     )
     print("|---|---|---|---|---|---|")
     for kb, rows in by_kb.items():
@@ -173,9 +152,8 @@ def main() -> None:
         print(f"| {kb} | {len(rows)} | {reachable} | {floor}, {margin} | {right} | {wrong} |")
     floor, margin = choose(every)
     right, wrong = tally(every, floor, margin)
-    print(
-        f"\nchosen on all {len(every)} unsure cases: floor {floor}, margin {margin}: {right} right, {wrong} wrong"
-    )
+    print(f"\nchosen on all {len(every)} unsure cases: floor {floor}, margin {margin}:", end=" ")
+    print(f"{right} right, {wrong} wrong")
 
 
 if __name__ == "__main__":

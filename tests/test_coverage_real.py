@@ -1,8 +1,8 @@
 """The coverage demo cases that involve the model, on the real bundled model and sample KB.
 
-A misspelt question the FAQ answers, and a Malay question the English embedding model cannot place (the domain gate asks again in plain
-English). The model-free demo cases (two-part questions, the small gym KB) are in
-tests/test_coverage.py.
+A misspelt question the FAQ answers, and a Malay question the English embedding model cannot
+place (the domain gate asks again in plain English). The model-free demo cases (two-part
+questions, the small gym KB) are in tests/test_coverage.py.
 """
 
 from __future__ import annotations

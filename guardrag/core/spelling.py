@@ -4,12 +4,13 @@
 "How do I change my password?". A question word is respelt when neither the KB nor an English
 word list knows it and one edit (a letter added, dropped or changed, or two letters swapped)
 makes it a word the KB uses; among several such words, the one most entries use. The word list
-is the whole words of MiniLM's tokenizer (22,500 of its 30,522 entries), which ships with the
-embedder: a real word the KB happens not to use ("dinner" beside the KB's "diner") is never
-"corrected" into another one, nor is a known word with an English ending the list leaves out
-("smoker", "refunds") or a contraction typed without its apostrophe ("whats", "doesnt"). Left alone: words under five letters (too
-many neighbours: "ussd" is one edit from "used"), and a capitalised word inside the sentence (a
-name: the domain gate must still see a name the KB never mentions).
+is the whole lower-case words of MiniLM's tokenizer (about 22,000 of its 30,522 entries), which
+ships with the embedder: a real word the KB happens not to use ("dinner" beside the KB's
+"diner") is never "corrected" into another one, nor is a known word with an English ending the
+list leaves out ("smoker", "refunds") or a contraction typed without its apostrophe ("whats",
+"doesnt"). Left alone: words under five letters (too many neighbours: "ussd" is one edit from
+"used"), and a capitalised word inside the sentence (a name: the domain gate must still see a
+name the KB never mentions).
 """
 
 from __future__ import annotations
