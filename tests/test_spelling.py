@@ -70,6 +70,7 @@ def test_a_word_nobody_knows_one_edit_from_a_kb_word_is_respelt(
     [
         "where can I have dinner",  # an English word the KB does not use: never another word
         "Is Dinerr open?",  # a capitalised word inside the sentence is read as a name
+        "is the dinerX open",  # a capital inside a word: an identifier, not a typo
         "the ussd code",  # under five letters: one edit from "used"
         "whats the fee",  # a contraction without its apostrophe
         "is a smoker allowed",  # a known word ("smoke") with an ending the word list leaves out

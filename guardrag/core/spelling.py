@@ -9,8 +9,9 @@ ships with the embedder: a real word the KB happens not to use ("dinner" beside 
 "diner") is never "corrected" into another one, nor is a known word with an English ending the
 list leaves out ("smoker", "refunds") or a contraction typed without its apostrophe ("whats",
 "doesnt"). Left alone: words under five letters (too many neighbours: "ussd" is one edit from
-"used"), and a capitalised word inside the sentence (a name: the domain gate must still see a
-name the KB never mentions).
+"used"), a capitalised word inside the sentence (a name: the domain gate must still see a
+name the KB never mentions) and a word with a capital after its first letter (an identifier:
+"appID", "eKYC").
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def respell(question: str, stats: KBStats, known: frozenset[str] | None = None) 
     changes = {
         word: fixed
         for start, word in words
-        if (fixed := _respelt(word, start > 0 and word[0].isupper(), stats, known)) is not None
+        if (fixed := _respelt(word, _is_name(word, start), stats, known)) is not None
     }
     others = [word for _, word in words if word not in changes]
     familiar = sum(_is_known(w.lower(), known) or w.lower() in stats.vocabulary for w in others)
@@ -93,6 +94,11 @@ def respell(question: str, stats: KBStats, known: frozenset[str] | None = None) 
         return Respelt(question, {})
     respelt = _WORD.sub(lambda m: changes.get(m.group(0), m.group(0)), question)
     return Respelt(respelt, changes)
+
+
+def _is_name(word: str, start: int) -> bool:
+    """A capitalised word inside the sentence, or one with an inner capital (an identifier)."""
+    return (start > 0 and word[0].isupper()) or not word[1:].islower()
 
 
 def _respelt(word: str, named: bool, stats: KBStats, known: frozenset[str]) -> str | None:
