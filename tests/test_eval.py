@@ -217,9 +217,13 @@ def test_wrong_answers_citing_a_near_duplicate_are_counted_apart(tmp_path: Path)
     s = eval_metrics.summarise(rows, {}, info, near_gold=near)
     assert s["metrics"]["answered_citing_no_gold"] == 3
     assert s["metrics"]["of_them_near_duplicate"] == 2
+    assert s["answers_by_route"] == {
+        "semantic_match": {"answered": 5, "cites_gold": 1, "citing_no_gold": 3, "must_refuse": 1}
+    }
     text = eval_report.write_report(s, rows, tmp_path, {}).read_text()
     assert "Of the 3 answers citing no gold entry, 2 cite" in text
     assert "- a2: kw-9 ~ kw-2" in text
+    assert "| semantic_match | 5 | 1 | 3 | 1 |" in text
 
 
 def test_all_gold_cited_counts_answers_needing_several_sources() -> None:

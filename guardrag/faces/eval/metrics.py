@@ -256,6 +256,7 @@ def summarise(
         "meta": {**info.__dict__},
         "metrics": metrics,
         "groups": _groups(rows),
+        "answers_by_route": _by_route(rows),
         "refusals_by_reason": _by_reason(refused),
         "refusals_by_label": _by_label(expect_refuse),
         "confusion": _confusion(rows),
@@ -287,6 +288,23 @@ def _groups(rows: Sequence[Evaluated]) -> dict[str, dict[str, int]]:
         groups[r.case.group]["total"] += 1
         groups[r.case.group]["passed"] += r.ok
     return {g: dict(c) for g, c in sorted(groups.items())}
+
+
+def _by_route(rows: Sequence[Evaluated]) -> dict[str, dict[str, int]]:
+    """Answers per route (verbatim, written by the model, quoted): how many cite a gold entry,
+    how many cite none, how many answer a case that must be refused; a route's wrong answers
+    counted apart, so a change to one route is measured on it."""
+    routes: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        if r.result.outcome != "answered":
+            continue
+        counts = routes[r.result.route or "none"]
+        counts["answered"] += 1
+        if r.case.expect != "answer":
+            counts["must_refuse"] += 1
+        elif r.gold:
+            counts["cites_gold" if cites_gold(r.result, r.gold) else "citing_no_gold"] += 1
+    return {route: dict(c) for route, c in sorted(routes.items())}
 
 
 def _by_reason(refused: Sequence[Evaluated]) -> dict[str, dict[str, float | int | None]]:

@@ -205,6 +205,20 @@ def _refusals(summary: dict[str, Any]) -> list[str]:
         ["group", "passed", "total"],
         [(g, c.get("passed", 0), c["total"]) for g, c in summary["groups"].items()],
     )
+    md += ["", "## Answers by route", ""]
+    md += md_table(
+        ["route", "answered", "citing a gold entry", "citing none", "a case to refuse"],
+        [
+            (
+                route,
+                c["answered"],
+                c.get("cites_gold", 0),
+                c.get("citing_no_gold", 0),
+                c.get("must_refuse", 0),
+            )
+            for route, c in summary.get("answers_by_route", {}).items()
+        ],
+    )
     return md
 
 
