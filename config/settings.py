@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from guardrag.config.run_config import RunConfig
 from guardrag.contract import GuardragError
 
 
@@ -135,6 +136,12 @@ class Settings(BaseSettings):
         "about unsure FAQ rankings; off keeps every ranking decision MiniLM's (the input guard "
         "still asks it about messages its injection classifier doubts).",
     )
+    knobs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="This deployment's defaults for per-question knobs (config/run_config.py), "
+        'as JSON: \'{"faq_generation": "agreed"}\' lets the model write FAQ answers; knobs '
+        "passed with a question win.",
+    )
     rerank_url: str | None = Field(
         None,
         description="Cross-encoder at an HTTP /rerank endpoint (text-embeddings-inference "
@@ -224,6 +231,12 @@ class Settings(BaseSettings):
         "its own copy of each live Qdrant Edge shard (under DATA_DIR/edge-copies), refreshed "
         "when a new snapshot is published there. For several replicas or workers on Edge.",
     )
+
+    @field_validator("knobs")
+    @classmethod
+    def _knobs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        RunConfig.checked(value)  # KnobError names an unknown knob or a bad value
+        return value
 
     @field_validator("llm_base_url")
     @classmethod

@@ -110,6 +110,10 @@ class Guardrag:
     def with_services(self, **changes: Any) -> Guardrag:
         return Guardrag(replace(self.services, **changes), self.settings, self.audit)
 
+    def knobs_for(self, knobs: dict[str, Any] | None) -> dict[str, Any]:
+        """A question's knobs over this deployment's defaults (`GUARDRAG_KNOBS`)."""
+        return {**self.settings.knobs, **(knobs or {})}
+
     def ask(
         self,
         question: str,
@@ -129,6 +133,7 @@ class Guardrag:
         `on_token` (with `on_step`) hears the chat model's text as it is generated.
         """
         kb = validate_kb_name(kb or self.settings.default_kb)
+        knobs = self.knobs_for(knobs)
         result, _ = self.run(
             question,
             kb,
@@ -165,6 +170,7 @@ class Guardrag:
 
         Raises KnobError for a knob that does not exist or a value out of its range.
         """
+        knobs = self.knobs_for(knobs)
         RunConfig.checked(knobs)
         request_id = str(uuid.uuid4())
         start = time.perf_counter()
