@@ -113,13 +113,13 @@ class RunConfig(BaseModel):
         "(chosen on the tuning sets by right answers - 5 x wrong ones).",
     )
     faq_generation: Literal["always", "agreed", "never"] = _knob(
-        "agreed",
-        "An FAQ question no entry answers with confidence: 'always' lets the chat model write "
-        "an answer from the passages; 'agreed' only when the question and its rephrasing rank "
-        "the same entry first (a question the model gives back unchanged has no rephrasing; "
-        "free text from a near entry is the likeliest wrong answer, docs/RESULTS.md); 'never' "
-        "refuses low_confidence. Questions of several parts and document KBs are always "
-        "generated.",
+        "never",
+        "An FAQ question no entry answers with confidence: 'never' offers the closest entries "
+        "as choices (or refuses low_confidence), so every FAQ answer is an entry's own text; "
+        "'agreed' lets the chat model write from the passages when the question and its "
+        "rephrasing rank the same entry first; 'always' lets it write regardless. Questions of "
+        "several parts and document KBs are always generated (docs/RESULTS.md, 'Free answers "
+        "from one FAQ entry').",
     )
     # generate
     use_llm: bool = _knob(True, "Generate answers with the chat model when no FAQ entry fits.")

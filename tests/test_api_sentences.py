@@ -35,6 +35,8 @@ pytestmark = pytest.mark.slow
 
 QUESTION = "Can I pay my electricity bill?"
 UNSUPPORTED = "Our branches also sell travel insurance at a discount."
+#: The deployment lets the model write an unsure FAQ answer (GUARDRAG_KNOBS), as sentences stream.
+WRITE = {"faq_generation": "agreed"}
 
 
 class StreamingChatModel(ScriptedChatModel):
@@ -88,7 +90,7 @@ def grounded(streaming: Services, tmp_path_factory: pytest.TempPathFactory) -> l
 
 @pytest.fixture
 def client(streaming: Services, tmp_path: Path) -> Iterator[TestClient]:
-    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB))
+    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB, knobs=WRITE))
     with TestClient(create_app(bot, with_ui=False)) as test_client:
         yield test_client
 
@@ -142,7 +144,7 @@ def test_the_chat_shows_verified_sentences_above_the_stage(
     """In the UI's chat turn: the first sentence shows under 'Drafting' while the model is
     held before the rest of its draft (it goes on once the sentence is on screen), and the
     final message replaces the provisional text."""
-    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB))
+    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB, knobs=WRITE))
     model.replies.append(" ".join(grounded))
     model.hold_at = len(grounded[0].split(" ")) + 1  # the second sentence has begun
     model.go.clear()

@@ -93,7 +93,9 @@ def site(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def slow_site(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # noqa: F811
     """Like `site`, with a chat model slow enough that the stages of a question show."""
     slow = replace(services, chat_model=SlowChatModel())
-    bot = make_bot(slow, tmp_path_factory.mktemp("slow"), admin_token=SecretStr(TOKEN))
+    folder = tmp_path_factory.mktemp("slow")
+    writes = {"faq_generation": "agreed"}  # the question waits in `generate`, not `rephrase`
+    bot = make_bot(slow, folder, admin_token=SecretStr(TOKEN), knobs=writes)
     with serving(create_app(bot)) as base:
         yield base
 

@@ -154,7 +154,9 @@ def test_a_draft_that_states_no_price_for_a_price_question_offers_the_entries_in
     The draft is not an answer of the kind asked: the close entries are offered instead,
     the fee entry among them."""
     chat.replies.append("Bank transfers are sent via DuitNow [1].")
-    result = bot.ask("Do I pay anything to send money to my bank account?")
+    result = bot.ask(
+        "Do I pay anything to send money to my bank account?", knobs={"faq_generation": "agreed"}
+    )
     steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
     assert chat.calls, f"the ranking decided without a draft:\n{steps}"
     ground = next(d for d in result.trail if d.node == "ground")

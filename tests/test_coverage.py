@@ -11,6 +11,7 @@ import pytest
 
 from guardrag.config import prompts
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
+from guardrag.config.settings import Settings, SettingsError, load_settings
 from guardrag.core.classify import text_task
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.calibration import Calibration, perturbations
@@ -177,7 +178,7 @@ def test_disagreeing_wordings_are_not_confident_enough_to_write_an_answer(
     bot: Guardrag, chat: ScriptedChatModel
 ) -> None:
     chat.rephrasings = ["How do I close my account?"]
-    result = bot.ask(UNSURE)
+    result = bot.ask(UNSURE, knobs={"faq_generation": "agreed"})
     second = [d for d in result.trail if d.node == "rerank"][-1]
     assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
     assert "first_ranking_stands" in second.detail and "faq_generation=agreed" in second.reason
@@ -220,7 +221,8 @@ def test_generation_sees_an_agreeing_rewrite_beside_the_customers_words(
     it (the rewrite ranked the same entry first, too unsure to answer it verbatim)."""
     chat.rephrasings = ["Is there a fee to top up my Kinetic Wallet?"]
     chat.replies = ["NOT_IN_SOURCES"]
-    bot.ask(UNSURE, knobs={"rephrase_margin": 1.0})  # agreement never clear enough: generated
+    # agreement never clear enough: written, under `agreed`
+    bot.ask(UNSURE, knobs={"rephrase_margin": 1.0, "faq_generation": "agreed"})
     [messages] = chat.calls
     asked = str(messages[-1].content)
     assert asked.endswith(
@@ -236,6 +238,27 @@ def test_faq_generation_never_refuses_an_unsure_entry(
     result = bot.ask(UNSURE, knobs={"faq_generation": "never"})
     assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
     assert chat.calls == []
+
+
+def test_a_deployment_sets_its_knob_defaults_and_a_question_overrides_them(
+    bot: Guardrag, chat: ScriptedChatModel, settings: Settings
+) -> None:
+    """An operator who wants the model to write FAQ answers says so once (GUARDRAG_KNOBS)."""
+    deployed = Guardrag(
+        bot.services, settings.model_copy(update={"knobs": {"faq_generation": "always"}})
+    )
+    chat.replies = ["NOT_IN_SOURCES"]
+    assert deployed.ask(UNSURE).refusal is not None and len(chat.calls) == 1  # written
+    offered = deployed.ask(UNSURE, knobs={"faq_generation": "never"})
+    assert offered.refusal and offered.refusal.reason.value == "low_confidence"
+    assert len(chat.calls) == 1  # the question's own knob won: nothing written
+
+
+def test_a_bad_knob_default_stops_start_up_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GUARDRAG_KNOBS", '{"faq_generation": "sometimes", "tempo": 1}')
+    with pytest.raises(SettingsError, match="GUARDRAG_KNOBS") as caught:
+        load_settings()
+    assert "faq_generation" in str(caught.value) and "tempo: no such knob" in str(caught.value)
 
 
 def test_a_rephrasing_that_settles_a_near_tie_is_answered_verbatim(
@@ -377,7 +400,11 @@ def test_a_failing_model_refuses_an_unsure_question_as_unavailable(
 def test_without_a_model_nothing_is_rephrased(bot: Guardrag) -> None:
     result = bot.with_services(chat_model=None).ask(UNSURE)
     assert "rephrase" not in nodes(result)
-    assert result.refusal and result.refusal.reason.value == "llm_unavailable"
+    assert (
+        result.refusal and result.refusal.reason.value == "low_confidence"
+    )  # offered, not written
+    written = bot.with_services(chat_model=None).ask(UNSURE, knobs={"faq_generation": "always"})
+    assert written.refusal and written.refusal.reason.value == "llm_unavailable"
 
 
 def test_sample_kb_file_is_what_the_fixture_ingests() -> None:
@@ -457,7 +484,7 @@ def test_an_ungrounded_definition_does_not_fall_back_to_an_entry_of_another_kind
     """The model defines fraud from outside knowledge: not grounded, and the top entry (how to
     report fraud) is no stand-in for a definition, so it is refused, not answered verbatim."""
     chat.replies = ["Fraud is a criminal deception intended for financial gain [1]."]
-    result = bot.ask("What is fraud?")
+    result = bot.ask("What is fraud?", knobs={"faq_generation": "agreed"})
     assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail
     assert result.route != "semantic_match"
 
@@ -473,5 +500,5 @@ def test_a_definition_left_out_of_a_draft_leaves_no_answer(
         "gain. To report a scam or fraud, go to Help > Report a Scam in the app and give the "
         "scammer's phone number, account number or link."
     ]
-    result = bot.ask("What is fraud?")
+    result = bot.ask("What is fraud?", knobs={"faq_generation": "agreed"})
     assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail

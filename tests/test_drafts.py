@@ -13,6 +13,8 @@ from tests.fakes import ScriptedChatModel
 
 #: Reaches generation on the sample KB (no FAQ entry answers it verbatim).
 QUESTION = "How long do FPX top-ups take to show up, and is there a fee for them?"
+#: No entry is confident enough to answer verbatim, and the model may write from the first.
+WRITTEN = {"faq_answer_threshold": 1.1, "faq_generation": "agreed"}
 
 
 @pytest.mark.parametrize(
@@ -77,7 +79,7 @@ def test_generate_retries_once_with_the_problem_named(
         "FPX top-ups reflect within 30 minutes [7].",
         "FPX top-ups can take up to 30 minutes to reflect in your wallet.",  # uncited: any passage
     ]
-    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    result = bot.ask(QUESTION, knobs=WRITTEN)
     generate = next(d for d in result.trail if d.node == "generate")
     assert generate.reason == "drafted after one retry"
     assert "cited [7]" in generate.detail["retried_because"][0]
@@ -91,7 +93,7 @@ def test_generate_retries_once_with_the_problem_named(
 
 def test_generate_retries_at_most_once(bot: Guardrag, chat: ScriptedChatModel) -> None:
     chat.replies = ["The fee is RM1 [9].", "The fee is RM1 [9].", "never asked"]
-    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    result = bot.ask(QUESTION, knobs=WRITTEN)
     assert len(chat.calls) == 2
     assert result.refusal is not None and result.refusal.reason == "not_grounded"
     assert result.refusal.stage == "ground"  # the verdict stays with the grounding check
@@ -102,7 +104,7 @@ def test_source_talk_never_reaches_the_customer(bot: Guardrag, chat: ScriptedCha
         "FPX top-ups can take up to 30 minutes to reflect in your wallet. "
         "This is stated in the passage [1]."
     ]
-    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    result = bot.ask(QUESTION, knobs=WRITTEN)
     assert result.outcome == "answered" and "passage" not in result.answer
     assert len(chat.calls) == 1
 
@@ -131,7 +133,7 @@ def test_the_model_declining_in_its_own_words_is_its_no(
     """Read as a claim, "X is not in the sources." went on to ground's fallbacks, which quoted
     a passage on the topic that does not answer; it is the model's NOT_IN_SOURCES."""
     chat.replies = ["The FPX top-up times for weekends are not in the sources."]
-    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    result = bot.ask(QUESTION, knobs=WRITTEN)
     assert result.refusal is not None and result.refusal.reason == "no_relevant_docs"
     assert result.refusal.stage == "generate"
 
@@ -176,7 +178,7 @@ def test_ground_answers_without_the_unsupported_remark(
         "FPX top-ups can take up to 30 minutes to reflect in your wallet. "
         "This ensures a smooth experience for every customer."
     ]
-    result = bot.ask(QUESTION, knobs={"faq_answer_threshold": 1.1})
+    result = bot.ask(QUESTION, knobs=WRITTEN)
     assert result.outcome == "answered" and "smooth" not in result.answer
     ground = next(d for d in result.trail if d.node == "ground")
     assert ground.detail["pruned"] == ["This ensures a smooth experience for every customer."]

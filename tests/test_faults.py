@@ -37,7 +37,8 @@ from tests.openai_stub import FAULTS, Fault, OpenAIStub
 
 QUESTION = "is it free to top up my wallet?"  # needs generation: no FAQ entry says it verbatim
 #: These tests are about the generation call: the rephrase step (another model call) stays off.
-GENERATE_ONLY = {"rephrase_unsure": False}
+#: Straight to the model: an unsure FAQ question is not asked again in other words, and is written.
+GENERATE_ONLY = {"rephrase_unsure": False, "faq_generation": "agreed"}
 FAQ_QUESTION = "How do I sign up for Kinetic Wallet?"  # an FAQ question: answered verbatim
 LLM_TIMEOUT_S = 2.0
 #: A fault must be refused within this (the LLM timeout plus the pipeline on a shared 2-core box).
@@ -204,7 +205,7 @@ def test_embedder_failing_during_grounding_is_a_typed_refusal(
 ) -> None:
     flaky = FlakyEmbedder(embedder)
     chat = BreaksAfterGenerate(replies=["Top-ups by FPX are free [1]."], embedder=flaky)
-    result = bot.with_services(embedder=flaky, chat_model=chat).ask(QUESTION)
+    result = bot.with_services(embedder=flaky, chat_model=chat).ask(QUESTION, knobs=GENERATE_ONLY)
     assert refusal_of(result) == "model_unavailable"
     assert result.refusal is not None and result.refusal.stage == "ground"
     assert result.trail[-2].reason == "embedder failed: RuntimeError"

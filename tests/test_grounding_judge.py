@@ -70,7 +70,10 @@ def test_the_knob_turns_the_judge_on_in_the_pipeline(
         "FPX top-ups can take up to 30 minutes to reflect in your wallet.",
         "UNSUPPORTED",
     ]
-    result = bot.ask(question, knobs={"faq_answer_threshold": 1.1, "grounding_judge": True})
+    result = bot.ask(
+        question,
+        knobs={"faq_answer_threshold": 1.1, "grounding_judge": True, "faq_generation": "agreed"},
+    )
     assert result.refusal is not None and result.refusal.reason == "not_grounded"
     assert "judge: unsupported" in result.trail[-2].reason
     assert "Claim:" in chat.prompt_text(1)

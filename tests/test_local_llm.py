@@ -606,8 +606,9 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
     assert read_state(tmp_path / "llm") is None  # stopped with the app
 
 
-#: Straight to generation: an unsure match is not first asked again in other words.
-TO_GENERATION = {"rephrase_unsure": False}
+#: Straight to generation: an unsure match is not first asked again in other words, and the
+#: model may write from it.
+TO_GENERATION = {"rephrase_unsure": False, "faq_generation": "agreed"}
 
 
 #: The golden question `generated_question` found; every real-model test ingests the same KB.

@@ -115,6 +115,7 @@ def served(
         "GUARDRAG_LLM_MODEL": "stub",
         "GUARDRAG_LLM_LOCAL": "false",
         "GUARDRAG_RATE_LIMIT_BURST": "1000",
+        "GUARDRAG_KNOBS": '{"faq_generation": "agreed"}',  # the model writes unsure FAQ answers
     }
     with serve(env, "--no-ui") as base:
         yield f"{base}/v1"
