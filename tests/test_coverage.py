@@ -398,11 +398,9 @@ def test_a_failing_model_refuses_an_unsure_question_as_unavailable(
 
 
 def test_without_a_model_nothing_is_rephrased(bot: Guardrag) -> None:
-    result = bot.with_services(chat_model=None).ask(UNSURE)
-    assert "rephrase" not in nodes(result)
-    assert (
-        result.refusal and result.refusal.reason.value == "low_confidence"
-    )  # offered, not written
+    offered = bot.with_services(chat_model=None).ask(UNSURE)
+    assert "rephrase" not in nodes(offered)
+    assert offered.refusal and offered.refusal.reason.value == "low_confidence"  # not written
     written = bot.with_services(chat_model=None).ask(UNSURE, knobs={"faq_generation": "always"})
     assert written.refusal and written.refusal.reason.value == "llm_unavailable"
 
