@@ -30,6 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_FAQ = REPO / "datasets" / "ewallet" / "faq.jsonl"
 SHARED_DATA = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data"))
 KB = "kinetic"
+#: The chat model may write an answer from an unsure FAQ entry (by default the entries are offered).
+WRITES_FAQ = {"faq_generation": "agreed"}
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from guardrag.faces.sentences import WITHDRAWN_NOTE, continuation
 from guardrag.faces.service import Guardrag
 from guardrag.faces.ui.chat import chat_turn
 from guardrag.graph.context import Services
-from tests.conftest import KB
+from tests.conftest import KB, WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 from tests.test_api import _events, services  # noqa: F401
 
@@ -35,8 +35,6 @@ pytestmark = pytest.mark.slow
 
 QUESTION = "Can I pay my electricity bill?"
 UNSUPPORTED = "Our branches also sell travel insurance at a discount."
-#: The deployment lets the model write an unsure FAQ answer (GUARDRAG_KNOBS), as sentences stream.
-WRITE = {"faq_generation": "agreed"}
 
 
 class StreamingChatModel(ScriptedChatModel):
@@ -90,7 +88,7 @@ def grounded(streaming: Services, tmp_path_factory: pytest.TempPathFactory) -> l
 
 @pytest.fixture
 def client(streaming: Services, tmp_path: Path) -> Iterator[TestClient]:
-    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB, knobs=WRITE))
+    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB, knobs=WRITES_FAQ))
     with TestClient(create_app(bot, with_ui=False)) as test_client:
         yield test_client
 
@@ -144,7 +142,7 @@ def test_the_chat_shows_verified_sentences_above_the_stage(
     """In the UI's chat turn: the first sentence shows under 'Drafting' while the model is
     held before the rest of its draft (it goes on once the sentence is on screen), and the
     final message replaces the provisional text."""
-    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB, knobs=WRITE))
+    bot = Guardrag(streaming, Settings(data_dir=tmp_path, default_kb=KB, knobs=WRITES_FAQ))
     model.replies.append(" ".join(grounded))
     model.hold_at = len(grounded[0].split(" ")) + 1  # the second sentence has begun
     model.go.clear()

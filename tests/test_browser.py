@@ -28,7 +28,7 @@ from guardrag.core.store.server import ServerStore
 from guardrag.faces.api import create_app
 from guardrag.faces.asking import STAGE_LABELS
 from guardrag.graph.context import Services
-from tests.conftest import KB, SAMPLE_FAQ
+from tests.conftest import KB, SAMPLE_FAQ, WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 from tests.real_model import TWO_PART, serve_real_model
 from tests.test_api import ATTACK, TOP_UP, make_bot, services, serving  # noqa: F401
@@ -94,8 +94,8 @@ def slow_site(services: Services, tmp_path_factory: pytest.TempPathFactory) -> I
     """Like `site`, with a chat model slow enough that the stages of a question show."""
     slow = replace(services, chat_model=SlowChatModel())
     folder = tmp_path_factory.mktemp("slow")
-    writes = {"faq_generation": "agreed"}  # the question waits in `generate`, not `rephrase`
-    bot = make_bot(slow, folder, admin_token=SecretStr(TOKEN), knobs=writes)
+    # the question waits in `generate`, not `rephrase`
+    bot = make_bot(slow, folder, admin_token=SecretStr(TOKEN), knobs=WRITES_FAQ)
     with serving(create_app(bot)) as base:
         yield base
 

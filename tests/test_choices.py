@@ -10,6 +10,7 @@ from guardrag.core.choices import listed, offerable, offered_in, picked
 from guardrag.faces.api.openai import ChatMessage, split_messages
 from guardrag.faces.service import Guardrag
 from guardrag.graph.state import Candidate
+from tests.conftest import WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 
 #: Several entries of the sample KB are close, none decisively (rerank is unsure).
@@ -154,9 +155,7 @@ def test_a_draft_that_states_no_price_for_a_price_question_offers_the_entries_in
     The draft is not an answer of the kind asked: the close entries are offered instead,
     the fee entry among them."""
     chat.replies.append("Bank transfers are sent via DuitNow [1].")
-    result = bot.ask(
-        "Do I pay anything to send money to my bank account?", knobs={"faq_generation": "agreed"}
-    )
+    result = bot.ask("Do I pay anything to send money to my bank account?", knobs=WRITES_FAQ)
     steps = "\n".join(f"{d.node} {d.verdict} {d.reason}" for d in result.trail)
     assert chat.calls, f"the ranking decided without a draft:\n{steps}"
     ground = next(d for d in result.trail if d.node == "ground")

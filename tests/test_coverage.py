@@ -21,7 +21,7 @@ from guardrag.core.store import VectorStore
 from guardrag.core.store.edge import EdgeStore
 from guardrag.core.text import asks_for_definition
 from guardrag.faces.service import Guardrag
-from tests.conftest import KB, SAMPLE_FAQ
+from tests.conftest import KB, SAMPLE_FAQ, WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,7 +178,7 @@ def test_disagreeing_wordings_are_not_confident_enough_to_write_an_answer(
     bot: Guardrag, chat: ScriptedChatModel
 ) -> None:
     chat.rephrasings = ["How do I close my account?"]
-    result = bot.ask(UNSURE, knobs={"faq_generation": "agreed"})
+    result = bot.ask(UNSURE, knobs=WRITES_FAQ)
     second = [d for d in result.trail if d.node == "rerank"][-1]
     assert result.refusal and result.refusal.reason.value == "low_confidence", result.trail
     assert "first_ranking_stands" in second.detail and "faq_generation=agreed" in second.reason
@@ -222,7 +222,7 @@ def test_generation_sees_an_agreeing_rewrite_beside_the_customers_words(
     chat.rephrasings = ["Is there a fee to top up my Kinetic Wallet?"]
     chat.replies = ["NOT_IN_SOURCES"]
     # agreement never clear enough: written, under `agreed`
-    bot.ask(UNSURE, knobs={"rephrase_margin": 1.0, "faq_generation": "agreed"})
+    bot.ask(UNSURE, knobs={**WRITES_FAQ, "rephrase_margin": 1.0})
     [messages] = chat.calls
     asked = str(messages[-1].content)
     assert asked.endswith(
@@ -482,7 +482,7 @@ def test_an_ungrounded_definition_does_not_fall_back_to_an_entry_of_another_kind
     """The model defines fraud from outside knowledge: not grounded, and the top entry (how to
     report fraud) is no stand-in for a definition, so it is refused, not answered verbatim."""
     chat.replies = ["Fraud is a criminal deception intended for financial gain [1]."]
-    result = bot.ask("What is fraud?", knobs={"faq_generation": "agreed"})
+    result = bot.ask("What is fraud?", knobs=WRITES_FAQ)
     assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail
     assert result.route != "semantic_match"
 
@@ -498,5 +498,5 @@ def test_a_definition_left_out_of_a_draft_leaves_no_answer(
         "gain. To report a scam or fraud, go to Help > Report a Scam in the app and give the "
         "scammer's phone number, account number or link."
     ]
-    result = bot.ask("What is fraud?", knobs={"faq_generation": "agreed"})
+    result = bot.ask("What is fraud?", knobs=WRITES_FAQ)
     assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail

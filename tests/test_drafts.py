@@ -9,12 +9,13 @@ from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.grounding import DEFAULT_MIN_SIMILARITY, Passage
 from guardrag.core.grounding.drafts import check_draft, declines, finished, prune, tidy
 from guardrag.faces.service import Guardrag
+from tests.conftest import WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 
 #: Reaches generation on the sample KB (no FAQ entry answers it verbatim).
 QUESTION = "How long do FPX top-ups take to show up, and is there a fee for them?"
 #: No entry is confident enough to answer verbatim, and the model may write from the first.
-WRITTEN = {"faq_answer_threshold": 1.1, "faq_generation": "agreed"}
+WRITTEN = {**WRITES_FAQ, "faq_answer_threshold": 1.1}
 
 
 @pytest.mark.parametrize(

@@ -31,14 +31,14 @@ from guardrag.core.kb.ingest import ingest
 from guardrag.core.store import VectorStore
 from guardrag.core.store.edge import POINTER, SHARDS, EdgeStore
 from guardrag.faces.service import Guardrag, build_services
-from tests.conftest import KB, REPO, SAMPLE_FAQ
+from tests.conftest import KB, REPO, SAMPLE_FAQ, WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 from tests.openai_stub import FAULTS, Fault, OpenAIStub
 
 QUESTION = "is it free to top up my wallet?"  # needs generation: no FAQ entry says it verbatim
 #: These tests are about the generation call: the rephrase step (another model call) stays off.
 #: Straight to the model: an unsure FAQ question is not asked again in other words, and is written.
-GENERATE_ONLY = {"rephrase_unsure": False, "faq_generation": "agreed"}
+GENERATE_ONLY = {**WRITES_FAQ, "rephrase_unsure": False}
 FAQ_QUESTION = "How do I sign up for Kinetic Wallet?"  # an FAQ question: answered verbatim
 LLM_TIMEOUT_S = 2.0
 #: A fault must be refused within this (the LLM timeout plus the pipeline on a shared 2-core box).

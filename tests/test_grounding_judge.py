@@ -6,6 +6,7 @@ from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.grounding import GroundingReport, Passage, check_grounding
 from guardrag.core.grounding.judge import judge_report
 from guardrag.faces.service import Guardrag
+from tests.conftest import WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 
 PASSAGES = [
@@ -72,7 +73,7 @@ def test_the_knob_turns_the_judge_on_in_the_pipeline(
     ]
     result = bot.ask(
         question,
-        knobs={"faq_answer_threshold": 1.1, "grounding_judge": True, "faq_generation": "agreed"},
+        knobs={**WRITES_FAQ, "faq_answer_threshold": 1.1, "grounding_judge": True},
     )
     assert result.refusal is not None and result.refusal.reason == "not_grounded"
     assert "judge: unsupported" in result.trail[-2].reason

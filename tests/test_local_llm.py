@@ -44,7 +44,7 @@ from guardrag.core.store import VectorStore
 from guardrag.faces.cli.llm import llm_app
 from guardrag.faces.eval.evaluate import load_cases
 from guardrag.faces.service import Guardrag
-from tests.conftest import KB, SAMPLE_FAQ
+from tests.conftest import KB, SAMPLE_FAQ, WRITES_FAQ
 from tests.real_model import require_installed
 
 REPO = Path(__file__).resolve().parents[1]
@@ -608,7 +608,7 @@ def real_bot(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guardra
 
 #: Straight to generation: an unsure match is not first asked again in other words, and the
 #: model may write from it.
-TO_GENERATION = {"rephrase_unsure": False, "faq_generation": "agreed"}
+TO_GENERATION = {**WRITES_FAQ, "rephrase_unsure": False}
 
 
 #: The golden question `generated_question` found; every real-model test ingests the same KB.

@@ -21,7 +21,7 @@ from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.kb.ingest import ingest
 from guardrag.core.store.edge import EdgeStore
 from guardrag.faces.service import Guardrag, build_services
-from tests.conftest import KB, SAMPLE_FAQ
+from tests.conftest import KB, SAMPLE_FAQ, WRITES_FAQ
 from tests.openai_stub import OpenAIStub
 from tests.real_model import HANDBOOK_KB, TWO_PART, serve, serve_real_model
 from tests.test_api import ATTACK, TOP_UP, _events
@@ -115,7 +115,7 @@ def served(
         "GUARDRAG_LLM_MODEL": "stub",
         "GUARDRAG_LLM_LOCAL": "false",
         "GUARDRAG_RATE_LIMIT_BURST": "1000",
-        "GUARDRAG_KNOBS": '{"faq_generation": "agreed"}',  # the model writes unsure FAQ answers
+        "GUARDRAG_KNOBS": json.dumps(WRITES_FAQ),  # the model writes unsure FAQ answers
     }
     with serve(env, "--no-ui") as base:
         yield f"{base}/v1"

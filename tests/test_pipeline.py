@@ -16,7 +16,7 @@ from guardrag.core.store import VectorStore
 from guardrag.faces.service import Guardrag
 from guardrag.graph.builder import NODES
 from guardrag.graph.edges import ROUTES, UnknownRoute, route_after
-from tests.conftest import KB
+from tests.conftest import KB, WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 
 TOP_UP_FEES = "Is there a fee to top up my wallet?"
@@ -66,10 +66,6 @@ def test_confident_paraphrase_is_a_semantic_match_without_llm(
     assert rerank.score >= rerank.threshold and chat.calls == []
 
 
-#: The model may write an answer from an unsure FAQ entry (by default it offers the entries).
-WRITE = {"faq_generation": "agreed"}
-
-
 def _generation_question(bot: Guardrag) -> str:
     """A question that needs the LLM: several FAQ entries are relevant, none decisively."""
     return "is it free to top up my wallet?"
@@ -86,7 +82,7 @@ def test_generated_answer_cites_the_passages_it_used(
     answer = bot.services.store.find_by_field(KB, "source_id", first)[0].payload["answer"]
     answer_text = answer.split(". ")[0]
     chat.replies = [f"{answer_text} [1]."]
-    result = bot.ask(question, knobs=WRITE)
+    result = bot.ask(question, knobs=WRITES_FAQ)
     assert result.outcome == "answered" and result.route == "generated", result.trail
     assert result.citations and result.citations[0].source_id == first
     # every call is counted: the draft and the rephrase call before it (fakes.py: 100 each)
@@ -99,27 +95,29 @@ def test_generated_answer_cites_the_passages_it_used(
 
 def test_unsupported_draft_is_refused_not_grounded(bot: Guardrag, chat: ScriptedChatModel) -> None:
     chat.replies = ["Transfers to other banks cost RM 99 each and take 3 weeks [1]."]
-    result = bot.ask(_generation_question(bot), knobs={**WRITE, "grounding_fallback_to_faq": False})
+    result = bot.ask(
+        _generation_question(bot), knobs={**WRITES_FAQ, "grounding_fallback_to_faq": False}
+    )
     assert result.refusal and result.refusal.reason.value == "not_grounded", result.trail
     assert result.refusal.kind == "not_found" and result.citations == []
 
 
 def test_no_llm_configured_refuses_llm_unavailable(bot: Guardrag) -> None:
-    result = bot.with_services(chat_model=None).ask(_generation_question(bot), knobs=WRITE)
+    result = bot.with_services(chat_model=None).ask(_generation_question(bot), knobs=WRITES_FAQ)
     assert result.refusal and result.refusal.reason.value == "llm_unavailable"
     assert result.refusal.kind == "error" and result.refusal.stage == "generate"
 
 
 def test_llm_failure_refuses_llm_unavailable(bot: Guardrag, chat: ScriptedChatModel) -> None:
     chat.replies = [TimeoutError("upstream timed out")]
-    result = bot.ask(_generation_question(bot), knobs=WRITE)
+    result = bot.ask(_generation_question(bot), knobs=WRITES_FAQ)
     assert result.refusal and result.refusal.reason.value == "llm_unavailable"
     assert "TimeoutError" in next(d for d in result.trail if d.node == "generate").reason
 
 
 def test_model_saying_not_in_sources_is_a_refusal(bot: Guardrag, chat: ScriptedChatModel) -> None:
     chat.replies = ["NOT_IN_SOURCES"]
-    result = bot.ask(_generation_question(bot), knobs=WRITE)
+    result = bot.ask(_generation_question(bot), knobs=WRITES_FAQ)
     assert result.refusal and result.refusal.reason.value == "no_relevant_docs"
     assert result.refusal.stage == "generate"
 

@@ -86,7 +86,7 @@ def respell(question: str, stats: KBStats, known: frozenset[str] | None = None) 
     changes = {
         word: fixed
         for start, word in words
-        if (fixed := _respelt(word, _is_name(word, start), stats, known)) is not None
+        if (fixed := _respelt(word, _is_name_or_identifier(word, start), stats, known)) is not None
     }
     others = [word for _, word in words if word not in changes]
     familiar = sum(_is_known(w.lower(), known) or w.lower() in stats.vocabulary for w in others)
@@ -96,7 +96,7 @@ def respell(question: str, stats: KBStats, known: frozenset[str] | None = None) 
     return Respelt(respelt, changes)
 
 
-def _is_name(word: str, start: int) -> bool:
+def _is_name_or_identifier(word: str, start: int) -> bool:
     """A capitalised word inside the sentence, or one with an inner capital (an identifier)."""
     return (start > 0 and word[0].isupper()) or not word[1:].islower()
 

@@ -105,8 +105,9 @@ def ask_with_progress(
 ) -> Asked:
     """`bot.ask` that reports progress as nodes finish, with `on_sentence` each sentence of
     a generated draft once it is verified."""
-    knobs = bot.knobs_for(None)  # the deployment's: the faces pass none of their own
-    gate = SentenceGate(bot.services, question, on_sentence, knobs) if on_sentence else None
+    gate: SentenceGate | None = None
+    if on_sentence:  # the deployment's knobs: the faces pass none of their own
+        gate = SentenceGate(bot.services, question, on_sentence, bot.knobs_for(None))
 
     def step(node: str, update: dict[str, Any]) -> None:
         if gate is not None:

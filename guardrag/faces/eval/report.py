@@ -216,7 +216,7 @@ def _refusals(summary: dict[str, Any]) -> list[str]:
                 c.get("citing_no_gold", 0),
                 c.get("must_refuse", 0),
             )
-            for route, c in summary.get("answers_by_route", {}).items()
+            for route, c in summary["answers_by_route"].items()
         ],
     )
     return md
