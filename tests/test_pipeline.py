@@ -11,6 +11,7 @@ import pytest
 
 from guardrag.config.settings import Settings
 from guardrag.contract import Decision, Result
+from guardrag.core.text import question_kind
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.store import VectorStore
 from guardrag.faces.service import Guardrag
@@ -53,6 +54,40 @@ def test_near_exact_rewording_hits_stage_two(bot: Guardrag) -> None:
     assert result.route == "exact_match"
     hit = next(d for d in result.trail if d.node == "exact_match")
     assert hit.verdict == "hit" and hit.reason == "question_key"
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How do I top up?", "how"),
+        ("how to top up", "how"),
+        ("How much does a replacement card cost?", "how much"),
+        ("Which card do I need?", "what"),
+        ("Where is the coronavirus from?", "where"),
+        ("Why can't I close my account?", "why"),
+        ("Do I have COVID-19?", "yes-no"),
+        ("freeze membership", "keywords"),
+        ("coronavirus is from", ""),
+    ],
+)
+def test_question_kind_is_what_a_question_asks_for(question: str, kind: str) -> None:
+    assert question_kind(question) == kind
+
+
+def test_the_same_words_asked_another_way_are_not_a_near_exact_match(bot: Guardrag) -> None:
+    """"Why sign up for Kinetic Wallet?" has the content words of "How do I sign up for Kinetic
+    Wallet?" but asks for a reason, not the steps: retrieval and rerank decide instead."""
+    result = bot.ask("Why sign up for Kinetic Wallet?", knobs={"use_llm": False})
+    miss = next(d for d in result.trail if d.node == "exact_match")
+    assert miss.verdict == "miss" and "asked another way than 'why'" in miss.reason
+    assert miss.detail["asked_otherwise"] == ["kw-account-001"]
+    assert result.route != "exact_match" and "rerank" in nodes(result)
+
+
+def test_keywords_alone_still_make_a_near_exact_match(bot: Guardrag) -> None:
+    result = bot.ask("sign up kinetic wallet")
+    assert result.route == "exact_match", result.trail
+    assert [c.source_id for c in result.citations] == ["kw-account-001"]
 
 
 def test_confident_paraphrase_is_a_semantic_match_without_llm(

@@ -206,6 +206,47 @@ def wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
+#: The words that say what a question asks for, each with its kind ("which" asks what "what"
+#: does; "how much" asks a figure, which "how" alone does not).
+_KIND_OF = {
+    "what": "what",
+    "whats": "what",
+    "what's": "what",
+    "which": "what",
+    "where": "where",
+    "when": "when",
+    "why": "why",
+    "who": "who",
+    "whom": "who",
+    "whose": "who",
+    "how": "how",
+}
+_HOW_FIGURE = wordset("much many long often old soon far")
+_YES_NO = wordset(
+    """do does did can can't could is isn't are aren't was were will won't would should may
+    might must have has am shall"""
+)
+
+
+def question_kind(text: str) -> str:
+    """What a question asks for: its first question word ("how", "how much", "why", "where",
+    "what" ...), "yes-no" when it opens with an auxiliary ("Do I have COVID-19?"), "keywords"
+    when every word is a content word ("freeze membership"), "" for any other statement
+    ("coronavirus is from"). Two wordings with the same content words ask the same thing only
+    when they ask it the same way: "Where is the coronavirus from?" is not "What is a
+    coronavirus?", "Why can't I close my account?" is not "How do I close it?"."""
+    tokens = words(text)
+    for i, token in enumerate(tokens):
+        kind = _KIND_OF.get(token)
+        if kind == "how" and i + 1 < len(tokens) and tokens[i + 1] in _HOW_FIGURE:
+            return f"how {tokens[i + 1]}"
+        if kind is not None:
+            return kind
+    if tokens and tokens[0] in _YES_NO:
+        return "yes-no"
+    return "keywords" if tokens and len(content_words(text)) == len(tokens) else ""
+
+
 #: "What is fraud?", "What are e-wallets?", "Who is Goofy?": a request for a definition of a
 #: short subject and nothing more ("What is the APN?", "What is the fee for ..." ask a value).
 _DEFINITION = re.compile(
