@@ -11,12 +11,14 @@ import pytest
 
 from guardrag.config.settings import Settings
 from guardrag.contract import Decision, Result
+from guardrag.core.kb.stats import own_name_words
 from guardrag.core.text import question_kind
 from guardrag.core.embedder import OnnxEmbedder
 from guardrag.core.store import VectorStore
 from guardrag.faces.service import Guardrag
 from guardrag.graph.builder import NODES
 from guardrag.graph.edges import ROUTES, UnknownRoute, route_after
+from guardrag.nodes.exact_match import lookups
 from tests.conftest import KB, WRITES_FAQ
 from tests.fakes import ScriptedChatModel
 
@@ -88,6 +90,29 @@ def test_keywords_alone_still_make_a_near_exact_match(bot: Guardrag) -> None:
     result = bot.ask("sign up kinetic wallet")
     assert result.route == "exact_match", result.trail
     assert [c.source_id for c in result.citations] == ["kw-account-001"]
+
+
+def test_the_kbs_own_name_left_out_is_still_the_same_question(bot: Guardrag) -> None:
+    """Issue #37's demo: "How do I close my account?" is kw-closure-001 "How do I close my
+    Kinetic Wallet account?", not "Why can't I close my account?" (which ranks above it)."""
+    result = bot.ask("How do I close my account?", knobs={"use_llm": False})
+    assert result.outcome == "answered" and result.route == "exact_match", result.trail
+    assert [c.source_id for c in result.citations] == ["kw-closure-001"]
+    hit = next(d for d in result.trail if d.node == "exact_match")
+    assert hit.detail["names_added"] == ["kinetic", "wallet"]
+
+
+def test_own_name_words_are_the_kbs_name_not_its_topics() -> None:
+    questions = [
+        "How do I close my Kinetic Wallet account?",
+        "Is Kinetic Wallet licensed?",
+        "Can I use my Kinetic Card abroad?",
+        "How do I pay with DuitNow QR?",
+        "What is the account limit?",
+        "Account Settings: where are they?",
+    ]
+    assert own_name_words(questions) == {"kinetic", "wallet"}  # "Card" once, "Account" first
+    assert lookups("What is the fee?", frozenset({"kinetic"}))[-1].names_added == ()  # one word
 
 
 def test_confident_paraphrase_is_a_semantic_match_without_llm(
