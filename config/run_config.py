@@ -117,9 +117,9 @@ class RunConfig(BaseModel):
         "An FAQ question no entry answers with confidence: 'never' offers the closest entries "
         "as choices (or refuses low_confidence), so every FAQ answer is an entry's own text; "
         "'agreed' lets the chat model write from the passages when the question and its "
-        "rephrasing rank the same entry first; 'always' lets it write regardless. Questions of "
-        "several parts and document KBs are always generated (docs/RESULTS.md, 'Free answers "
-        "from one FAQ entry').",
+        "rephrasing rank the same entry first (a question of several parts: always); 'always' "
+        "lets it write regardless. Document KBs are always generated (docs/RESULTS.md, 'Free "
+        "answers from one FAQ entry').",
     )
     # generate
     use_llm: bool = _knob(True, "Generate answers with the chat model when no FAQ entry fits.")

@@ -124,6 +124,24 @@ def test_a_part_answered_without_confidence_names_its_closest_entry(bot: Guardra
     )
 
 
+def test_no_part_answered_with_confidence_is_offered_not_written(
+    bot: Guardrag, chat: ScriptedChatModel
+) -> None:
+    """Written answers from unsure entries were wrong 5 times in 7 for several-part questions
+    too (medquad, docs/RESULTS.md): by default each part's closest entry is offered."""
+    question = (
+        "Do I pay anything to send money to my bank account, and what's the charge for "
+        "taking out cash at an ATM?"
+    )
+    offered = bot.ask(question)
+    assert offered.outcome == "choices" and chat.calls == [], offered.trail
+    rerank = next(d for d in offered.trail if d.node == "rerank")
+    assert "faq_generation=never" in rerank.reason and rerank.detail["asked"] == "2-part question"
+    assert offered.choices[0].source_id == "kw-transfers-002"  # the first part's closest entry
+    bot.ask(question, knobs=WRITES_FAQ)
+    assert chat.calls, "with faq_generation=agreed the model writes from every part's entry"
+
+
 @pytest.mark.parametrize(
     ("question", "entry"),
     [

@@ -435,7 +435,7 @@ def _lacking_evidence(d: _Deciding, evidence: _Evidence) -> dict[str, Any] | Non
 
 def _not_generated(d: _Deciding) -> dict[str, Any] | None:
     """Refused low_confidence when nothing may be generated: the LLM is off, or an unsure
-    single-entry FAQ question that `faq_generation` keeps from the model."""
+    FAQ question (of one part or several) that `faq_generation` keeps from the model."""
     run, best = d.run, d.best
     if not run.use_llm:
         decision = decide(
@@ -450,7 +450,7 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
             **d.detail,
         )
         return refuse_with(RefusalReason.LOW_CONFIDENCE, decision, candidates=d.ranked)
-    if best.is_faq and not d.state.get("parts") and not _may_generate(run, d.same_top):
+    if best.is_faq and not _may_generate(run, d.same_top, several=bool(d.state.get("parts"))):
         decision = decide(
             NODE,
             "miss",
@@ -561,11 +561,12 @@ def _verbatim(
     return {**verbatim_update(entry, decision), "candidates": ranked}
 
 
-def _may_generate(run: RunConfig, same_top: bool) -> bool:
-    """Whether an unsure single-entry FAQ question may go to free-text generation."""
-    if run.faq_generation == "always":
-        return True
-    return run.faq_generation == "agreed" and same_top
+def _may_generate(run: RunConfig, same_top: bool, several: bool) -> bool:
+    """Whether an unsure FAQ question may go to free-text generation: never, always, or when
+    agreed (a question of several parts has no second wording to agree: it may)."""
+    if run.faq_generation == "never":
+        return False
+    return run.faq_generation == "always" or several or same_top
 
 
 def _judgeable(best: Candidate, run: RunConfig, runtime: NodeRuntime) -> bool:
