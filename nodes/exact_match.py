@@ -90,11 +90,10 @@ def lookups(question: str, own_names: frozenset[str]) -> list[Lookup]:
     tried = [Lookup("question_norm", normalise(question))]
     if not question_parts(question):
         words = set(content_words(question))
-        tried.append(Lookup("question_key", question_key(question)))
         left_out = sorted(own_names - words) if len(words) >= OWN_WORDS_WITH_NAMES else []
         tried += [
-            Lookup("question_key", " ".join(sorted(words | set(added))), added)
-            for n in range(1, len(left_out) + 1)
+            Lookup("question_key", question_key(question, added), added)
+            for n in range(len(left_out) + 1)
             for added in itertools.combinations(left_out, n)
         ]
     return [lookup for lookup in tried if lookup.key]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 _APOSTROPHES = str.maketrans(
     {
@@ -188,9 +189,10 @@ def content_words(text: str) -> list[str]:
     return [stem(w.replace("'", "")) for w in words(text) if w not in STOPWORDS and len(w) > 1]
 
 
-def question_key(text: str) -> str:
-    """Stage-2 (near-exact) key: sorted content words, so trivial rephrasings collide."""
-    return " ".join(sorted(set(content_words(text))))
+def question_key(text: str, extra: Iterable[str] = ()) -> str:
+    """Stage-2 (near-exact) key: sorted content words (and `extra` ones, the KB's own name left
+    out), so trivial rephrasings collide."""
+    return " ".join(sorted(set(content_words(text)) | set(extra)))
 
 
 def coverage(query: str, text: str) -> float:
