@@ -11,10 +11,10 @@ import pytest
 
 from guardrag.config.settings import Settings
 from guardrag.contract import Decision, Result
-from guardrag.core.kb.stats import own_name_words
-from guardrag.core.text import question_kind
 from guardrag.core.embedder import OnnxEmbedder
+from guardrag.core.kb.stats import own_name_words
 from guardrag.core.store import VectorStore
+from guardrag.core.text import question_kind
 from guardrag.faces.service import Guardrag
 from guardrag.graph.builder import NODES
 from guardrag.graph.edges import ROUTES, UnknownRoute, route_after
@@ -77,7 +77,7 @@ def test_question_kind_is_what_a_question_asks_for(question: str, kind: str) -> 
 
 
 def test_the_same_words_asked_another_way_are_not_a_near_exact_match(bot: Guardrag) -> None:
-    """"Why sign up for Kinetic Wallet?" has the content words of "How do I sign up for Kinetic
+    """ "Why sign up for Kinetic Wallet?" has the content words of "How do I sign up for Kinetic
     Wallet?" but asks for a reason, not the steps: retrieval and rerank decide instead."""
     result = bot.ask("Why sign up for Kinetic Wallet?", knobs={"use_llm": False})
     miss = next(d for d in result.trail if d.node == "exact_match")
