@@ -145,6 +145,14 @@ def test_bad_setting_is_reported_by_name(tmp_path: Path) -> None:
     )
 
 
+def test_knobs_lists_the_deployments_values_and_where_they_come_from(tmp_path: Path) -> None:
+    done = run(["knobs"], tmp_path, GUARDRAG_KNOBS='{"faq_generation": "agreed"}')
+    rows = {line.split("\t")[0]: line.split("\t") for line in done.stdout.splitlines()}
+    assert done.returncode == 0, done.stderr
+    assert rows["faq_generation"][1:3] == ['"agreed"', "(GUARDRAG_KNOBS)"]
+    assert rows["top_k"][1:3] == ["10", "(default)"] and "rerank" in rows["top_k"][3]
+
+
 def test_locked_kb_is_reported_clearly(data_dir: Path) -> None:
     from guardrag.core.store.edge import EdgeStore
 

@@ -6,6 +6,7 @@ command imports the pipeline, the embedder, the web server or the UI when it run
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -304,6 +305,19 @@ def kbs() -> None:
                 )
     finally:
         store.close()
+
+
+@app.command()
+def knobs() -> None:
+    """List the per-question knobs: this deployment's value (GUARDRAG_KNOBS, else the default)
+    and what each does."""
+    from guardrag.config.run_config import RunConfig  # lazy: pydantic model, no engine
+
+    deployment = load_settings().knobs
+    for name, info in RunConfig.model_fields.items():
+        value = deployment.get(name, info.default)
+        where = "GUARDRAG_KNOBS" if name in deployment else "default"
+        typer.echo(f"{name}\t{json.dumps(value)}\t({where})\t{info.description or ''}")
 
 
 app.add_typer(audit_app, name="audit")
