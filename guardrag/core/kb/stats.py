@@ -1,7 +1,8 @@
 """Per-snapshot statistics of a knowledge base: its vocabulary and word document frequencies.
 
 Computed once per published snapshot from the points themselves (so they follow every
-re-ingest) and shared by `classify` (names the KB never mentions) and `rerank` (IDF weights).
+re-ingest) and shared by `classify` (names the KB never mentions), `rerank` (IDF weights)
+and `exact_match` (the KB's own name, which a customer may leave out).
 """
 
 from __future__ import annotations
