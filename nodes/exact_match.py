@@ -54,6 +54,7 @@ def exact_match(
         return {"trail": [decide(NODE, "miss", "disabled")]}
     store, kb, question = runtime.context.store, state["kb"], state["question"]
     stats = runtime.context.kb_stats.peek(kb)
+    kind = question_kind(question)
     asked_otherwise: list[str] = []  # entries with the question's words, asked another way
     for lookup in lookups(question, stats.own_names if stats else frozenset()):
         try:
@@ -66,15 +67,13 @@ def exact_match(
         if poisoned:
             log.warning("exact_match: skipped KB entries carrying instructions: %s", poisoned)
         if lookup.field == "question_key":
-            asked_otherwise += [
-                str(h.payload.get("source_id")) for h in hits if not _asked_alike(question, h)
-            ]
-            hits = [h for h in hits if _asked_alike(question, h)]
+            alike = [h for h in hits if _asked_alike(kind, h)]
+            asked_otherwise += [str(h.payload.get("source_id")) for h in hits if h not in alike]
+            hits = alike
         if len(hits) == 1:  # two FAQ entries with one key are ambiguous: let retrieval decide
             return _answer(hits[0], lookup)
     if asked_otherwise:
-        kind = question_kind(question) or "a statement"
-        why = f"near-exact words, asked another way than '{kind}'"
+        why = f"near-exact words, asked another way than '{kind or 'a statement'}'"
         return {"trail": [decide(NODE, "miss", why, asked_otherwise=asked_otherwise)]}
     return {"trail": [decide(NODE, "miss", "no exact or near-exact question")]}
 
@@ -116,8 +115,8 @@ def _answer(hit: Hit, lookup: Lookup) -> dict[str, Any]:
     }
 
 
-def _asked_alike(question: str, hit: Hit) -> bool:
-    """Whether the entry's question asks for what `question` asks for: the same question kind,
-    or any when the customer typed keywords only ("freeze membership")."""
-    kind = question_kind(question)
+def _asked_alike(kind: str, hit: Hit) -> bool:
+    """Whether the entry's question asks the way the customer's does (`kind`, its
+    question_kind): the same kind, or any when the customer typed keywords only ("freeze
+    membership")."""
     return kind in ("keywords", question_kind(str(hit.payload.get("question") or "")))

@@ -112,7 +112,17 @@ def test_own_name_words_are_the_kbs_name_not_its_topics() -> None:
         "Account Settings: where are they?",
     ]
     assert own_name_words(questions) == {"kinetic", "wallet"}  # "Card" once, "Account" first
-    assert lookups("What is the fee?", frozenset({"kinetic"}))[-1].names_added == ()  # one word
+
+
+def test_the_kbs_name_is_added_to_a_question_of_two_or_more_words_only() -> None:
+    names = frozenset({"kinetic", "wallet"})
+    added = [lookup.names_added for lookup in lookups("How do I close my account?", names)]
+    assert added == [(), (), ("kinetic",), ("wallet",), ("kinetic", "wallet")]
+    assert [lookup.field for lookup in lookups("What is the fee?", names)] == [
+        "question_norm",
+        "question_key",
+    ]  # one word of its own and a name is another question
+    assert lookups("How do I close my Kinetic account?", names)[-1].names_added == ("wallet",)
 
 
 def test_confident_paraphrase_is_a_semantic_match_without_llm(

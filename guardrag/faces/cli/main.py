@@ -314,10 +314,11 @@ def knobs() -> None:
     from guardrag.config.run_config import RunConfig  # lazy: pydantic model, no engine
 
     deployment = load_settings().knobs
+    effective = RunConfig.checked(deployment)
     for name, info in RunConfig.model_fields.items():
-        value = deployment.get(name, info.default)
         where = "GUARDRAG_KNOBS" if name in deployment else "default"
-        typer.echo(f"{name}\t{json.dumps(value)}\t({where})\t{info.description or ''}")
+        value = json.dumps(getattr(effective, name))
+        typer.echo(f"{name}\t{value}\t({where})\t{info.description or ''}")
 
 
 app.add_typer(audit_app, name="audit")
