@@ -49,6 +49,8 @@ sys.path.insert(0, str(REPO))
 from _decision import FEATURES, MODEL_PATH, rules_verdicts  # noqa: E402
 from _decision import cutoff_for as cutoff  # noqa: E402
 
+from guardrag.core import verbatim  # noqa: E402
+
 #: The public data (../shared/data beside the checkout unless GUARDRAG_SHARED_DATA says).
 SHARED = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data"))
 #: The bundled models (the second opinion): GUARDRAG_LLM_MODEL_DIR, else the checkout's data/.
@@ -252,9 +254,13 @@ def reaches(r: dict[str, Any]) -> bool:
 
 
 def rules_answer(r: dict[str, Any]) -> bool:
-    """Today's rules: verbatim (threshold and faq_margin over rivals) or the second opinion."""
-    m = r["faq_margin"]
-    return bool((r["best"] >= r["threshold"] and r["rule_lead"] >= m) or r["second_lead"] >= m)
+    """Today's rules: at or above the threshold, ahead by faq_margin over rivals in the fused
+    ranking or the second opinion's (`verbatim.answers_verbatim`)."""
+    return bool(
+        verbatim.answers_verbatim(
+            True, r["best"], r["rule_lead"], r["threshold"], r["faq_margin"], r["second_lead"]
+        )
+    )
 
 
 def rates(rows: Sequence[dict[str, Any]], answer: Sequence[bool]) -> tuple[float, float]:

@@ -25,11 +25,17 @@ from guardrag.faces.service import Guardrag, build_services
 from tests.conftest import KB
 from tests.real_model import REQUIRE_MODEL, installed_model
 
-#: MiniLM ranks its entry first but is unsure (under the KB's threshold), so without a model it
-#: is refused; all-mpnet-base-v2 ranks the same entry first, clearly (measured: lead 0.14).
-UNSURE = "send money to my family in Indonesia"
-GOLD = "kw-overseas-005"
-GOLD_TITLE = "Can I send money to someone overseas"  # the start of that entry's question
+#: MiniLM ranks its entry first, above the KB's threshold but close to a rival (lead 0.066 <
+#: faq_margin), so without a model it is offered, not answered; all-mpnet-base-v2 ranks the
+#: same entry first, clearly (measured: lead 0.119).
+CLOSE = "can I skip the PIN for small payments?"
+GOLD = "kw-payments-003"
+GOLD_TITLE = "Can I pay without entering my PIN"  # the start of that entry's question
+#: MiniLM ranks its entry first far ahead, but under the KB's threshold: the second opinion
+#: does not lift it (below the threshold it was wrong 35 times in 55, docs/RESULTS.md).
+BELOW = "send money to my family in Indonesia"
+BELOW_GOLD = "kw-overseas-005"
+BELOW_TITLE = "Can I send money to someone overseas"
 APPLE = "What number do I call to reach Apple's customer service?"
 
 
@@ -67,6 +73,7 @@ def ask(
     tmp_path: Path,
     second: SecondOpinion | None,
     reranker: Reranker | None = None,
+    question: str = CLOSE,
     **knobs: object,
 ) -> Result:
     settings = Settings(data_dir=tmp_path, default_kb=KB, llm_base_url=None, llm_local=False)
@@ -74,7 +81,7 @@ def ask(
         settings, store=store, embedder=embedder, reranker=reranker, second_opinion=second
     )
     services = replace(services, second_opinion=second)  # None: none, whatever is installed
-    return Guardrag(services, settings).ask(UNSURE, knobs=dict(knobs))
+    return Guardrag(services, settings).ask(question, knobs=dict(knobs))
 
 
 def rerank_of(result: Result) -> dict:
@@ -86,21 +93,35 @@ def test_an_unsure_entry_the_second_opinion_also_ranks_first_is_answered_verbati
     sample_store: VectorStore, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
     without = ask(sample_store, embedder, tmp_path, None)
-    assert without.route != "semantic_match"  # unsure: refused without a model
+    assert without.outcome == "choices"  # unsure: offered without a model
 
     result = ask(sample_store, embedder, tmp_path, SecondOpinion(Pointing(GOLD_TITLE)))
     assert result.route == "semantic_match" and result.citations[0].source_id == GOLD
     rerank = rerank_of(result)
     assert "second opinion" in rerank["reason"]
+    assert rerank["lead"] < rerank["second_opinion"]["margin"] <= rerank["second_opinion"]["lead"]
     assert rerank["second_opinion"]["top"][0]["source_id"] == GOLD
-    assert rerank["second_opinion"]["lead"] >= rerank["second_opinion"]["margin"]
+
+
+def test_an_entry_under_the_threshold_is_not_lifted_by_it(
+    sample_store: VectorStore, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """Far ahead of its rivals but under the KB's threshold: offered, the second opinion not
+    even asked (it settles a close lead, it does not stand in for the score)."""
+    unused = Pointing(BELOW_TITLE)
+    result = ask(sample_store, embedder, tmp_path, SecondOpinion(unused), question=BELOW)
+    assert unused.embedded == 0 and result.outcome == "choices", result.trail
+    assert result.choices[0].source_id == BELOW_GOLD
+    decided = next(d for d in result.trail if d.node == "rerank")
+    assert decided.score is not None and decided.threshold is not None
+    assert decided.score < decided.threshold and "second_opinion" not in decided.detail
 
 
 def test_a_second_opinion_ranking_another_entry_first_changes_nothing(
     sample_store: VectorStore, embedder: OnnxEmbedder, tmp_path: Path
 ) -> None:
     without = ask(sample_store, embedder, tmp_path, None)
-    other = SecondOpinion(Pointing("How do I send money to another Kinetic Wallet user"))
+    other = SecondOpinion(Pointing("How much can I pay by tapping my card"))
     result = ask(sample_store, embedder, tmp_path, other)
     assert (result.route, result.refusal) == (without.route, without.refusal)
     assert rerank_of(result)["second_opinion"]["top"][0]["source_id"] != GOLD
@@ -168,7 +189,8 @@ def test_a_question_naming_what_the_kb_never_names_is_not_settled_by_it(
     services = replace(
         build_services(settings, store=sample_store, embedder=embedder), second_opinion=second
     )
-    result = Guardrag(services, settings).ask(APPLE)
+    # a threshold low enough for the contact entry to be asked about at all
+    result = Guardrag(services, settings).ask(APPLE, knobs={"faq_answer_threshold": 0.2})
     assert result.route != "semantic_match"
     assert "Apple's" in rerank_of(result)["second_opinion"]["not_asked"]
 

@@ -2,7 +2,9 @@
 
 An FAQ entry is served verbatim when it scores at least the KB's calibrated threshold and leads
 its first rival by `faq_margin` (a runner-up that gives the question the same answer is no
-rival: `lead_over_rivals`): rerank (whole questions and each part of a several-part one),
+rival: `lead_over_rivals`), in the fused ranking or, when that lead falls short, in the second
+opinion's (all-mpnet-base-v2; it settles a close lead, never lifts a score below the threshold):
+rerank (whole questions and each part of a several-part one),
 ground's fallback from a failed draft and the calibration grid all ask these two functions, so
 the rule is written once. The calibration grid passes numpy arrays (one element per question).
 """
@@ -18,6 +20,8 @@ from guardrag.core.twins import same_answer
 
 #: Twins of the best entry passed over on the way to its first rival.
 MAX_TWINS = 2
+#: The second opinion's lead when it was not asked or ranks another entry first.
+NOT_ASKED = float("-inf")
 
 
 class Ranked(Protocol):
@@ -57,7 +61,12 @@ def lead(scores: Sequence[float]) -> float:
 
 @overload
 def answers_verbatim(
-    is_faq: bool, score: float, lead: float, threshold: float, margin: float
+    is_faq: bool,
+    score: float,
+    lead: float,
+    threshold: float,
+    margin: float,
+    second_lead: float = NOT_ASKED,
 ) -> bool: ...
 @overload
 def answers_verbatim(
@@ -66,8 +75,13 @@ def answers_verbatim(
     lead: np.ndarray,
     threshold: float | np.ndarray,
     margin: float,
+    second_lead: float | np.ndarray = NOT_ASKED,
 ) -> np.ndarray: ...
-def answers_verbatim(is_faq: Any, score: Any, lead: Any, threshold: Any, margin: float) -> Any:
+def answers_verbatim(
+    is_faq: Any, score: Any, lead: Any, threshold: Any, margin: float, second_lead: Any = NOT_ASKED
+) -> Any:
     """Whether the top entry answers verbatim: an FAQ entry at or above the KB's threshold that
-    leads the runner-up by `margin` (bools, or numpy arrays of them, in and out)."""
-    return is_faq & (score >= threshold) & (lead >= margin)
+    leads the runner-up by `margin`, by the fused `lead` or the second opinion's `second_lead`
+    (`NOT_ASKED` when it was not asked or ranks another entry first); bools, or numpy arrays of
+    them, in and out."""
+    return is_faq & (score >= threshold) & ((lead >= margin) | (second_lead >= margin))

@@ -122,7 +122,7 @@ def features(
     n, g = len(rows), len(grid)
     f = {name: np.zeros(n, dtype=bool) for name in FLAGS}
     kb_sim, best, lead = np.zeros(n), np.zeros(n), np.zeros(n)
-    second = np.full(n, -np.inf)
+    second = np.full(n, verbatim.NOT_ASKED)
     grounded, grounded_ok = np.zeros((n, g), dtype=bool), np.zeros((n, g), dtype=bool)
     for i, row in enumerate(rows):
         result, trace = row.result, row.trace
@@ -210,9 +210,8 @@ def simulate(feat: Features, grid: Mapping[str, Sequence[float]]) -> dict[str, n
         j = feat.grounding_grid.index(threshold) if len(feat.grounding_grid) > 1 else 0
         drafted_ok = feat.grounded[:, j] & ~feat.no_generation
         for mi, margin in enumerate(grid["faq_margin"]):
-            served = reach[:, :, None, :] & (
-                verbatim.answers_verbatim(feat.top_faq, feat.best, feat.lead, faq, margin)
-                | (feat.second_lead >= margin)
+            served = reach[:, :, None, :] & verbatim.answers_verbatim(
+                feat.top_faq, feat.best, feat.lead, faq, margin, feat.second_lead
             )  # (D, R, F, n)
             generated = reach[:, :, None, :] & ~served
             answered = (served | (generated & drafted_ok)) & judged
