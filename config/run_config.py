@@ -89,10 +89,12 @@ class RunConfig(BaseModel):
         0.09, "Lead over the runner-up entry needed to answer an FAQ entry verbatim."
     )
     second_opinion: bool = _knob(
-        True,
-        "Ask the second-opinion embedder (all-mpnet-base-v2, when installed) about an unsure "
-        "FAQ ranking: the entry is answered verbatim when it too ranks it first, ahead of its "
-        "runner-up by faq_margin (docs/RESULTS.md, 'The second opinion').",
+        False,
+        "Ask the second-opinion embedder (all-mpnet-base-v2, when installed) about an FAQ entry "
+        "at or above the verbatim threshold but within faq_margin of its rival: answered "
+        "verbatim when it too ranks the entry first by faq_margin. Off by default: about one "
+        "in four of those answers was wrong on the fitting sets (docs/RESULTS.md, 'The "
+        "second opinion settles a close lead').",
     )
     max_passages: Count = _knob(
         3, "Most passages handed to the LLM (each costs prompt time; docs/RESULTS.md)."

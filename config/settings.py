@@ -132,9 +132,10 @@ class Settings(BaseSettings):
     )
     second_opinion: bool = Field(
         True,
-        description="Let rerank ask all-mpnet-base-v2 (installed by make llm, in the model dir) "
-        "about unsure FAQ rankings; off keeps every ranking decision MiniLM's (the input guard "
-        "still asks it about messages its injection classifier doubts).",
+        description="Give rerank all-mpnet-base-v2 (installed by make llm, in the model dir) as "
+        "a second opinion on close FAQ leads, asked only where the run knob second_opinion is "
+        "on (off by default); off keeps every ranking decision MiniLM's whatever the knob (the "
+        "input guard still asks the model about messages its injection classifier doubts).",
     )
     knobs: dict[str, Any] = Field(
         default_factory=dict,

@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO))
 from _decision import FEATURES, MODEL_PATH, rules_verdicts  # noqa: E402
 from _decision import cutoff_for as cutoff  # noqa: E402
 
+from guardrag.config.run_config import RunConfig  # noqa: E402
 from guardrag.core import verbatim  # noqa: E402
 
 #: The public data (../shared/data beside the checkout unless GUARDRAG_SHARED_DATA says).
@@ -151,7 +152,6 @@ def collect(name: str, spec: dict[str, Any], out: Path) -> None:
 def _asked(bot: Any, name: str, files: list[Path], golden: Path) -> tuple[list[Any], Any]:
     """The KB ingested and every English case asked with the collection knobs (no model); the
     run's effective knobs (the KB's calibrated verbatim threshold)."""
-    from guardrag.config.run_config import RunConfig  # lazy: in the child process
     from guardrag.core.kb.calibration import Calibration  # lazy: in the child process
     from guardrag.core.kb.ingest import ingest  # lazy: in the child process
     from guardrag.faces.eval import calibration  # lazy: in the child process
@@ -162,7 +162,9 @@ def _asked(bot: Any, name: str, files: list[Path], golden: Path) -> tuple[list[A
     print(ingest(store, bot.services.embedder, name, files).summary(), flush=True)
     info = store.kb_info(name)
     assert info is not None
-    run = effective_knobs(RunConfig.checked({"use_llm": False}), Calibration.from_extra(info.extra))
+    # the second opinion asked whatever its knob's default: the features hold its view
+    asking = RunConfig.checked({"use_llm": False, "second_opinion": True})
+    run = effective_knobs(asking, Calibration.from_extra(info.extra))
     titles = {
         str(p.payload.get("source_id")): str(p.payload.get("title", "")) for p in store.points(name)
     }
@@ -254,11 +256,13 @@ def reaches(r: dict[str, Any]) -> bool:
 
 
 def rules_answer(r: dict[str, Any]) -> bool:
-    """Today's rules: at or above the threshold, ahead by faq_margin over rivals in the fused
-    ranking or the second opinion's (`verbatim.answers_verbatim`)."""
+    """Today's rules at their defaults: at or above the threshold, ahead by faq_margin over
+    rivals in the fused ranking, or in the second opinion's when its knob is on by default
+    (`verbatim.answers_verbatim`)."""
+    second = r["second_lead"] if RunConfig().second_opinion else verbatim.NOT_ASKED
     return bool(
         verbatim.answers_verbatim(
-            True, r["best"], r["rule_lead"], r["threshold"], r["faq_margin"], r["second_lead"]
+            True, r["best"], r["rule_lead"], r["threshold"], r["faq_margin"], second
         )
     )
 

@@ -4,7 +4,8 @@
     .venv/bin/python scripts/measure_choice_order.py ewallet telco gym courier medquad semeval dstc11
 
 Each named fitting KB is ingested into a scratch data dir and its English queries asked without
-the chat model, the second opinion on (`data/models` or GUARDRAG_LLM_MODEL_DIR). For every query
+the chat model, the second opinion switched on (its knob is off by default; the model from
+`data/models` or GUARDRAG_LLM_MODEL_DIR). For every query
 with a gold entry that ends in choices with the second opinion asked, three orders of the
 candidates are compared by whether a gold entry is among the first three: MiniLM's fused
 ranking (rerank's `top`), the second opinion's (its `top`), and the two interleaved. covidfaq is
@@ -50,7 +51,7 @@ def choice_cases(kb: str) -> list[dict[str, Any]]:
     found = []
     for case in english_cases(golden, SAMPLE, SEED):
         gold = gold_of(case)
-        result = bot.ask(case["question"], kb=kb, knobs={"use_llm": False})
+        result = bot.ask(case["question"], kb=kb, knobs={"use_llm": False, "second_opinion": True})
         decided = [d for d in result.trail if d.node == "rerank"]
         second = decided[-1].detail.get("second_opinion", {}) if decided else {}
         if not gold or result.outcome != "choices" or "top" not in second:

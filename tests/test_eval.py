@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -380,11 +381,12 @@ def _replayed_and_real(bot: Guardrag, every: int = 3) -> tuple[dict[str, Any], i
     collected = [
         run_case(bot, c, KB, resolve_gold(c, titles), calibration.COLLECT_KNOBS) for c in cases
     ]
-    feat = calibration.features(collected, bot.services, (0.5,), KB)
+    run = RunConfig.checked(bot.settings.knobs)
+    feat = calibration.features(collected, bot.services, (0.5,), KB, run)
     info = bot.services.store.kb_info(KB)
     assert info is not None
     # at the KB's own threshold, as the pipeline applies it (and the eval CLI passes it in)
-    current = eval_report.effective_knobs(RunConfig(), Calibration.from_extra(info.extra))
+    current = eval_report.effective_knobs(run, Calibration.from_extra(info.extra))
     replay = calibration.sweep(feat, 5.0, current).current
     right = sum(
         r.result.outcome == "answered" and eval_metrics.cites_gold(r.result, r.gold) for r in real
@@ -405,17 +407,16 @@ def test_replay_at_the_current_knobs_matches_the_pipeline(bot: Guardrag) -> None
 def test_replay_matches_the_pipeline_with_a_second_opinion(
     bot: Guardrag, embedder: OnnxEmbedder
 ) -> None:
-    """The same with rerank's second opinion (the real all-mpnet-base-v2, which settles a few
-    close leads here): the replay answers what it answers."""
+    """The same with rerank's second opinion switched on (the real all-mpnet-base-v2, which
+    settles a few close leads here): the replay answers what it answers."""
     folder = model_dir(installed_model())
     if problem := model_problem(folder):
         if REQUIRE_MODEL:
             pytest.fail(problem)
         pytest.skip(problem)
-    second = SecondOpinion(folder)
-    replay, right, wrong, results = _replayed_and_real(
-        bot.with_services(chat_model=None, second_opinion=second), every=1
-    )
+    services = replace(bot.services, chat_model=None, second_opinion=SecondOpinion(folder))
+    settings = bot.settings.model_copy(update={"knobs": {"second_opinion": True}})
+    replay, right, wrong, results = _replayed_and_real(Guardrag(services, settings), every=1)
     settled = [r for r in results if any("second opinion" in d.reason for d in r.trail)]
     assert settled  # the stand-in did settle some unsure questions
     assert (replay["correct"], replay["wrong"]) == (right, wrong)

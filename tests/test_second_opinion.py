@@ -32,7 +32,7 @@ CLOSE = "can I skip the PIN for small payments?"
 GOLD = "kw-payments-003"
 GOLD_TITLE = "Can I pay without entering my PIN"  # the start of that entry's question
 #: MiniLM ranks its entry first far ahead, but under the KB's threshold: the second opinion
-#: does not lift it (below the threshold it was wrong 35 times in 55, docs/RESULTS.md).
+#: does not lift it (below the threshold its answers were wrong 35 times in 62, docs/RESULTS.md).
 BELOW = "send money to my family in Indonesia"
 BELOW_GOLD = "kw-overseas-005"
 BELOW_TITLE = "Can I send money to someone overseas"
@@ -76,12 +76,13 @@ def ask(
     question: str = CLOSE,
     **knobs: object,
 ) -> Result:
+    """`question` asked with `second` installed and the run knob on (it is off by default)."""
     settings = Settings(data_dir=tmp_path, default_kb=KB, llm_base_url=None, llm_local=False)
     services = build_services(
         settings, store=store, embedder=embedder, reranker=reranker, second_opinion=second
     )
     services = replace(services, second_opinion=second)  # None: none, whatever is installed
-    return Guardrag(services, settings).ask(question, knobs=dict(knobs))
+    return Guardrag(services, settings).ask(question, knobs={"second_opinion": True, **knobs})
 
 
 def rerank_of(result: Result) -> dict:
@@ -134,6 +135,14 @@ def test_switched_off_or_failing_it_is_not_relied_on(
     unused = Pointing(GOLD_TITLE)
     off = ask(sample_store, embedder, tmp_path, SecondOpinion(unused), second_opinion=False)
     assert unused.embedded == 0 and off.refusal == without.refusal
+
+    settings = Settings(data_dir=tmp_path, default_kb=KB, llm_base_url=None, llm_local=False)
+    installed = replace(
+        build_services(settings, store=sample_store, embedder=embedder),
+        second_opinion=SecondOpinion(unused),
+    )
+    by_default = Guardrag(installed, settings).ask(CLOSE)  # installed, the knob left alone
+    assert unused.embedded == 0 and by_default.outcome == without.outcome == "choices"
 
     broken = ask(sample_store, embedder, tmp_path, SecondOpinion(Pointing(GOLD_TITLE, fail=True)))
     assert broken.refusal == without.refusal
@@ -190,7 +199,8 @@ def test_a_question_naming_what_the_kb_never_names_is_not_settled_by_it(
         build_services(settings, store=sample_store, embedder=embedder), second_opinion=second
     )
     # a threshold low enough for the contact entry to be asked about at all
-    result = Guardrag(services, settings).ask(APPLE, knobs={"faq_answer_threshold": 0.2})
+    knobs = {"faq_answer_threshold": 0.2, "second_opinion": True}
+    result = Guardrag(services, settings).ask(APPLE, knobs=knobs)
     assert result.route != "semantic_match"
     assert "Apple's" in rerank_of(result)["second_opinion"]["not_asked"]
 

@@ -293,8 +293,9 @@ def _confident_entry(d: _Deciding) -> dict[str, Any] | None:
 def _second_opinion_agrees(d: _Deciding) -> dict[str, Any] | None:
     """An FAQ entry of a first, one-part question at or above the verbatim threshold but not
     ahead of its rival by `faq_margin`, that the second-opinion embedder ranks first by
-    `faq_margin`: verbatim (`verbatim.answers_verbatim`). Below the threshold it is not asked:
-    there it was wrong 35 times in 55 on the fitting sets (docs/RESULTS.md)."""
+    `faq_margin`: verbatim (`verbatim.answers_verbatim`). Below the threshold it is not asked
+    (there its answers were wrong more often than right), and the run knob is off by default
+    (docs/RESULTS.md, "The second opinion settles a close lead")."""
     state, run, best = d.state, d.run, d.best
     if not (
         best.is_faq
