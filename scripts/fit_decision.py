@@ -64,6 +64,8 @@ L2 = 1.0
 RISKS = (0.01, 0.02, 0.05)
 #: The risks the choice among candidates weighs (the default knob and the next step up).
 CHOICE_RISKS = (0.01, 0.02)
+#: Whether the shipped rules answer by the second opinion's lead (its run knob's default).
+SECOND_OPINION_BY_DEFAULT = RunConfig().second_opinion
 #: Candidate feature sets, judged leave-one-KB-out; the first is today's rules' own evidence.
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "rules-inputs": ("margin", "lead", "mpnet_gap", "mpnet_asked"),
@@ -259,7 +261,7 @@ def rules_answer(r: dict[str, Any]) -> bool:
     """Today's rules at their defaults: at or above the threshold, ahead by faq_margin over
     rivals in the fused ranking, or in the second opinion's when its knob is on by default
     (`verbatim.answers_verbatim`)."""
-    second = r["second_lead"] if RunConfig().second_opinion else verbatim.NOT_ASKED
+    second = r["second_lead"] if SECOND_OPINION_BY_DEFAULT else verbatim.NOT_ASKED
     return bool(
         verbatim.answers_verbatim(
             True, r["best"], r["rule_lead"], r["threshold"], r["faq_margin"], second
