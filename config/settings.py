@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as UnreadableSetting
 
 from guardrag.config.run_config import RunConfig
 from guardrag.contract import GuardragError
@@ -340,12 +341,26 @@ def load_settings() -> Settings:
     """Read and validate settings, turning pydantic's error into one clear line per problem."""
     try:
         return Settings()
+    except UnreadableSetting as exc:  # a JSON-valued setting that is not JSON
+        raise SettingsError(f"invalid settings: {_unreadable(exc)}") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"GUARDRAG_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
             for err in exc.errors()
         )
         raise SettingsError(f"invalid settings: {problems}") from None
+
+
+#: pydantic_settings names the field it could not parse: 'error parsing value for field "knobs"'.
+_FIELD = re.compile(r'field "(\w+)"')
+
+
+def _unreadable(exc: UnreadableSetting) -> str:
+    """One line for a setting whose value could not be parsed at all (not JSON where JSON is
+    read), naming its variable and never echoing the value (it may hold a secret)."""
+    found = _FIELD.search(str(exc))
+    name = f"GUARDRAG_{found.group(1).upper()}" if found else "a GUARDRAG_* variable"
+    return f"{name}: not valid JSON (this setting is read as JSON, e.g. '{{\"use_llm\": false}}')"
 
 
 def describe_settings() -> list[tuple[str, str]]:

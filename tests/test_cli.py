@@ -136,13 +136,19 @@ def test_errors_are_one_clear_line_without_traceback(
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
-def test_bad_setting_is_reported_by_name(tmp_path: Path) -> None:
-    done = run(["kbs"], tmp_path, GUARDRAG_LLM_BASE_URL="not a url")
-    assert (
-        done.returncode == 2
-        and "GUARDRAG_LLM_BASE_URL" in done.stderr
-        and "Traceback" not in done.stderr
-    )
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("GUARDRAG_LLM_BASE_URL", "not a url", "GUARDRAG_LLM_BASE_URL"),
+        # not JSON: pydantic_settings fails before validation, in an error of its own
+        ("GUARDRAG_KNOBS", "{second_opinion: false}", "GUARDRAG_KNOBS: not valid JSON"),
+    ],
+)
+def test_bad_setting_is_reported_by_name(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    done = run(["kbs"], tmp_path, **{name: value})
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
 
 
 def test_knobs_lists_the_deployments_values_and_where_they_come_from(tmp_path: Path) -> None:

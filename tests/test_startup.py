@@ -136,6 +136,27 @@ def test_the_collector_is_paused_for_start_up_only(
     assert (state["frozen"] > 10_000) is collecting, state
 
 
+def test_the_demo_reports_a_bad_setting_in_one_line(tmp_path: Path) -> None:
+    """A malformed GUARDRAG_* variable stops `python app.py` with the CLI's one line and exit
+    code 2, not a traceback."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GUARDRAG_")},
+        "GUARDRAG_DATA_DIR": str(tmp_path),
+        "GUARDRAG_KNOBS": "{use_llm: false}",
+    }
+    done = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=Path(__file__).parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "error: invalid settings: GUARDRAG_KNOBS: not valid JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_the_demo_starts_serves_its_page_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     """`python app.py` (what `make run` starts, with the collector paused for its start-up)
     serves the chat page; no model, an empty data dir (no KB: one log line, no traceback).

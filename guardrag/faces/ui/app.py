@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from guardrag.contract import GuardragError
 from guardrag.core.llm.client import unavailable_reason
 from guardrag.faces.service import Guardrag
 from guardrag.faces.startup import resume
@@ -108,7 +110,11 @@ def main() -> None:
 
     logging.basicConfig(level=logging.INFO)
     logging.getLogger("uvicorn.error").addFilter(_OpenTabsClosed())
-    bot = Guardrag.from_settings(source="ui")
+    try:
+        bot = Guardrag.from_settings(source="ui")
+    except GuardragError as exc:  # a bad setting, a locked data dir: one line, as the CLI says it
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     settings = bot.settings
     upload_dir(settings)  # before the UI is built: Gradio reads it when it starts
     bot.warm_up()
