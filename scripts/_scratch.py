@@ -18,6 +18,26 @@ from guardrag.faces.service import Guardrag
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = Path(os.environ.get("GUARDRAG_LLM_MODEL_DIR", REPO / "data" / "models"))
+SHARED = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data")) / "faq"
+#: The fitting KBs of the measuring scripts: name -> (its entries, its questions with gold ids).
+#: covidfaq is held out and never among them.
+FITTING_SETS = {
+    **{
+        kb: (REPO / "datasets" / kb / "faq.jsonl", REPO / "datasets" / kb / "golden.jsonl")
+        for kb in ("ewallet", "telco", "gym", "courier")
+    },
+    "medquad": (SHARED / "medquad-liveqa/kb.jsonl", SHARED / "medquad-liveqa/queries.jsonl"),
+    "semeval": (
+        SHARED / "semeval16-qatarliving/kb.jsonl",
+        SHARED / "semeval16-qatarliving/queries.jsonl",
+    ),
+    "dstc11": (
+        SHARED / "dstc11-hotel-restaurant-faq/kb.jsonl",
+        SHARED / "dstc11-hotel-restaurant-faq/queries.jsonl",
+    ),
+}
+#: dstc11 has 2,054 queries: a fixed sample keeps the run short.
+SAMPLE, SEED = 600, 37
 
 
 def scratch_bot(kb: str, faq: Path) -> Guardrag:

@@ -14,33 +14,13 @@ never measured here (held out).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
-from _scratch import REPO, english_cases, gold_of, scratch_bot
+from _scratch import FITTING_SETS as SETS
+from _scratch import SAMPLE, SEED, english_cases, gold_of, scratch_bot
 
-SHARED = Path(os.environ.get("GUARDRAG_SHARED_DATA", REPO.parent / "shared" / "data")) / "faq"
-#: KB name -> (its entries, its questions with gold ids).
-SETS = {
-    **{
-        kb: (REPO / "datasets" / kb / "faq.jsonl", REPO / "datasets" / kb / "golden.jsonl")
-        for kb in ("ewallet", "telco", "gym", "courier")
-    },
-    "medquad": (SHARED / "medquad-liveqa/kb.jsonl", SHARED / "medquad-liveqa/queries.jsonl"),
-    "semeval": (
-        SHARED / "semeval16-qatarliving/kb.jsonl",
-        SHARED / "semeval16-qatarliving/queries.jsonl",
-    ),
-    "dstc11": (
-        SHARED / "dstc11-hotel-restaurant-faq/kb.jsonl",
-        SHARED / "dstc11-hotel-restaurant-faq/queries.jsonl",
-    ),
-}
-#: dstc11 has 2,054 queries: a fixed sample keeps the run short.
-SAMPLE, SEED = 600, 37
 ORDERS = ("fused", "interleaved", "second opinion")
 
 
