@@ -11,7 +11,10 @@ where its gold entry ranks, or as a question that must be refused. Answering the
 zone would be right only for its "gold first" column. The verbatim answers (semantic matches)
 are also counted, right and wrong, by two signals that might tell an entry that answers from one
 on the same topic: the entry's question asks another kind, the question holds a word the KB never
-uses. covidfaq is never measured here (held out).
+uses. With `--sentences`, a third: how close the best sentence of each of the top three entries'
+answers is to the question (all-mpnet-base-v2 cosine, `data/models`), as a rule that answers a
+close call or vetoes a verbatim answer, its two cut-offs chosen leave one KB out by right - 5 x
+wrong. covidfaq is never measured here (held out).
 """
 
 from __future__ import annotations
@@ -22,14 +25,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _scratch import FITTING_SETS, SAMPLE, SEED, english_cases, gold_of, scratch_bot
+import numpy as np
+from _scratch import FITTING_SETS, MODELS, SAMPLE, SEED, english_cases, gold_of, scratch_bot
 
 from guardrag.config.run_config import RunConfig
+from guardrag.config.settings import Settings
+from guardrag.core.embedder import Encoder
+from guardrag.core.grounding.split import split_sentences
+from guardrag.core.mpnet import installed_mpnet
 from guardrag.core.text import content_words, question_kind
 
 ZONES = ("close lead", "under the threshold", "under min_relevance")
 PLACES = ("gold first", "gold 2nd-3rd", "gold further or none", "must refuse")
 SIGNALS = ("another kind", "a word the KB never uses")
+#: The sentence rule's cut-offs: the best sentence's cosine, and its lead over the rivals' best.
+FLOORS = np.round(np.arange(0.30, 0.80, 0.02), 2)
+GAPS = np.round(np.arange(-0.10, 0.30, 0.02), 2)
+#: A sentence read: (KB, "close lead" or "verbatim", right?, best-sentence cosine of each entry).
+Read = tuple[str, str, bool, list[float]]
 
 
 def zone(top: list[dict[str, Any]], lead: float, threshold: float, run: RunConfig) -> str:
@@ -60,9 +73,21 @@ def signals(question: str, entry: dict[str, str], vocabulary: set[str]) -> list[
     return found
 
 
-def measure(kb: str) -> Counter[tuple[str, str]]:
+def sentence_read(encoder: Encoder, question: str, answers: list[str]) -> list[float]:
+    """For each answer, the cosine of its sentence closest to `question`."""
+    vectors = encoder.embed([question])[0]
+    reads = []
+    for answer in answers:
+        sentences = [s for line in answer.splitlines() for s in split_sentences(line)][:12]
+        found = encoder.embed(sentences or [answer])
+        reads.append(float(np.max(found @ vectors)))
+    return reads
+
+
+def measure(kb: str, encoder: Encoder | None = None) -> tuple[Counter[tuple[str, str]], list[Read]]:
     """(zone, place) counts of `kb`'s unanswered one-part questions, ("answered", right or
-    wrong) of its answered ones, and (signal, right or wrong) of its verbatim answers."""
+    wrong) of its answered ones, (signal, right or wrong) of its verbatim answers; with an
+    `encoder`, the sentence reads of its close calls and verbatim answers."""
     faq, golden = FITTING_SETS[kb]
     rows = [json.loads(line) for line in Path(faq).read_text().splitlines() if line.strip()]
     entries = {row["id"]: row for row in rows}
@@ -70,9 +95,18 @@ def measure(kb: str) -> Counter[tuple[str, str]]:
         w for e in entries.values() for w in content_words(f"{e['question']} {e['answer']}")
     }
     bot, run, counts = scratch_bot(kb, faq), RunConfig(), Counter[tuple[str, str]]()
+    reads: list[Read] = []
+
+    def read(kind: str, right: bool, top: list[dict[str, Any]]) -> None:
+        answers = [entries[e["source_id"]]["answer"] for e in top if e["source_id"] in entries]
+        if encoder is not None and answers:
+            reads.append((kb, kind, right, sentence_read(encoder, case["question"], answers)))
+
     for case in english_cases(golden, SAMPLE, SEED):
         gold = gold_of(case)
         result = bot.ask(case["question"], kb=kb, knobs={"use_llm": False})
+        decided = [d for d in result.trail if d.node == "rerank"]
+        detail = decided[-1].detail if decided else {}
         if result.outcome == "answered":
             cited = [c.source_id for c in result.citations]
             verdict = "right" if cited[:1] and cited[0] in gold else "wrong"
@@ -81,20 +115,71 @@ def measure(kb: str) -> Counter[tuple[str, str]]:
                 counts["verbatim", verdict] += 1
                 for signal in signals(case["question"], entries[cited[0]], vocabulary):
                     counts[signal, verdict] += 1
+                read("verbatim", verdict == "right", detail.get("top") or [])
             continue
-        decided = [d for d in result.trail if d.node == "rerank"]
-        detail = decided[-1].detail if decided else {}
         if not detail.get("top") or "asked" in detail or decided[-1].threshold is None:
             continue  # refused before rerank, no FAQ entry, or several parts
         where = zone(detail["top"], float(detail.get("lead", 0.0)), decided[-1].threshold, run)
         counts[where, place(detail["top"], gold)] += 1
+        if where == "close lead":
+            read(where, place(detail["top"], gold) == "gold first", detail["top"])
     bot.close()
-    return counts
+    return counts, reads
+
+
+def passes(read: list[float], floor: float, gap: float) -> bool:
+    """Whether the first entry's best sentence reaches `floor` and leads the others' by `gap`."""
+    rivals = max(read[1:], default=0.0)
+    return read[0] >= floor and read[0] - rivals >= gap
+
+
+def gain(reads: list[Read], cuts: tuple[float, float] | None) -> int:
+    """right - 5 x wrong added by the sentence rule at `cuts` (floor, gap): close calls it
+    answers, verbatim answers it vetoes (a wrong one saved counts 5, a right one lost 1); no
+    rule (None) adds nothing."""
+    if cuts is None:
+        return 0
+    floor, gap = cuts
+    total = 0
+    for _, kind, right, read in reads:
+        if kind == "close lead" and passes(read, floor, gap):
+            total += 1 if right else -5
+        elif kind == "verbatim" and not passes(read, floor, gap):
+            total += -1 if right else 5
+    return total
+
+
+def sentence_rule(reads: list[Read], kind: str) -> None:
+    """The sentence rule for `kind` alone ("close lead": answer; "verbatim": veto), its cut-offs
+    chosen on all KBs and leave one KB out, against no rule at all (None, which scores 0)."""
+    chosen = [r for r in reads if r[1] == kind]
+    kbs = sorted({r[0] for r in chosen})
+    grid: list[tuple[float, float] | None] = [
+        None,
+        *((float(f), float(g)) for f in FLOORS for g in GAPS),
+    ]
+    best = max(grid, key=lambda cuts: gain(chosen, cuts))
+    print(f"\n{kind}: best on all KBs (floor, gap) {best}: {gain(chosen, best)}")
+    total = 0
+    for kb in kbs:
+        others = [r for r in chosen if r[0] != kb]
+        cuts = max(grid, key=lambda cuts: gain(others, cuts))
+        left_out = gain([r for r in chosen if r[0] == kb], cuts)
+        total += left_out
+        print(f"  {kb} left out: {cuts} chosen on the others, {left_out} on it")
+    print(f"  leave one KB out, summed: {total}")
 
 
 def main() -> None:
-    kbs = sys.argv[1:] or [kb for kb in FITTING_SETS if kb != "dstc11"]
-    counts = {kb: measure(kb) for kb in kbs}
+    kbs = [a for a in sys.argv[1:] if not a.startswith("--")]
+    kbs = kbs or [kb for kb in FITTING_SETS if kb != "dstc11"]
+    encoder = None
+    if "--sentences" in sys.argv:
+        encoder, problem = installed_mpnet(Settings(llm_local=False, llm_model_dir=MODELS))
+        if encoder is None:
+            sys.exit(f"--sentences needs all-mpnet-base-v2: {problem}")
+    measured = {kb: measure(kb, encoder) for kb in kbs}
+    counts = {kb: found for kb, (found, _) in measured.items()}
     counts["all"] = sum(counts.values(), Counter())
     print("| KB | answered right / wrong | " + " | ".join(ZONES) + " |")
     print("|---|---|" + "---|" * len(ZONES))
@@ -110,6 +195,10 @@ def main() -> None:
     print("| verbatim answers (semantic matches) | right | wrong |\n|---|---|---|")
     for row in ("verbatim", *SIGNALS):
         print(f"| {row} | {every[row, 'right']} | {every[row, 'wrong']} |")
+    if encoder is not None:
+        reads = [r for _, found in measured.values() for r in found]
+        for kind in ("close lead", "verbatim"):
+            sentence_rule(reads, kind)
 
 
 if __name__ == "__main__":
