@@ -109,6 +109,21 @@ def test_a_runner_up_giving_the_same_answer_does_not_make_the_question_unsure(
     assert decided.detail["twins"] == ["kw-cards-006"]
 
 
+def test_an_offer_says_which_part_of_the_verbatim_rule_the_best_entry_missed(
+    bot: Guardrag,
+) -> None:
+    """Every refusal is explainable: the ATM fee question's best entry clears the KB's
+    threshold but its rival (the fees overview, which states the same RM1) is 0.002 behind."""
+    result = bot.ask(
+        "What's the charge for taking out cash at an ATM in Malaysia with the card?",
+        knobs={"use_llm": False},
+    )
+    decided = next(step for step in result.trail if step.node == "rerank")
+    assert result.outcome == "choices", result.trail
+    assert "kw-cards-008 leads kw-fees-limits-001 by 0.00" in decided.reason, decided.reason
+    assert "under faq_margin 0.09" in decided.reason
+
+
 def test_a_part_answered_without_confidence_names_its_closest_entry(bot: Guardrag) -> None:
     """The freeze part is answered verbatim; what a replacement card costs depends on why it
     is replaced (lost: RM12, expired: free), so that part is not served but its closest entry

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guardrag.core.twins import same_answer
-from guardrag.core.verbatim import answers_verbatim, lead, lead_over_rivals
+from guardrag.core.verbatim import answers_verbatim, lead, lead_over_rivals, why_unsure
 
 
 def test_the_lead_is_the_gap_to_the_runner_up_and_a_lone_candidate_leads_by_its_score() -> None:
@@ -22,6 +22,14 @@ def test_an_faq_entry_answers_verbatim_only_above_the_threshold_and_ahead_by_the
     assert not answers_verbatim(True, 0.6, 0.05, 0.48, 0.09)  # a close runner-up
     assert not answers_verbatim(True, 0.4, 0.4, 0.48, 0.09)  # below the KB's threshold
     assert not answers_verbatim(False, 0.9, 0.9, 0.48, 0.09)  # a document passage
+
+
+def test_an_unsure_entry_is_explained_by_the_part_of_the_rule_it_misses() -> None:
+    assert why_unsure(0.456, 0.2, 0.481, 0.09, "b") == (
+        "scores 0.456, under the verbatim threshold 0.481"
+    )
+    assert why_unsure(0.58, 0.0018, 0.481, 0.09, "b") == "leads b by 0.002, under faq_margin 0.09"
+    assert why_unsure(0.58, 0.2, 0.481, 0.09, "b") == ""  # it answers verbatim
 
 
 def test_arrays_decide_as_single_questions_do() -> None:

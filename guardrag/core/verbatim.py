@@ -85,3 +85,13 @@ def answers_verbatim(
     (`NOT_ASKED` when it was not asked or ranks another entry first); bools, or numpy arrays of
     them, in and out."""
     return is_faq & (score >= threshold) & ((lead >= margin) | (second_lead >= margin))
+
+
+def why_unsure(score: float, lead: float, threshold: float, margin: float, rival: str) -> str:
+    """The part of the verbatim rule an FAQ entry misses, for the trail: its score under the
+    KB's threshold, or its lead over its first `rival` under `margin` ("" when it misses none)."""
+    if score < threshold:
+        return f"scores {score:.3f}, under the verbatim threshold {threshold:.3f}"
+    if lead < margin:
+        return f"leads {rival} by {lead:.3f}, under faq_margin {margin:g}"
+    return ""

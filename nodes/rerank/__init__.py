@@ -117,6 +117,17 @@ class _Deciding:
         return self._rivals[1]
 
     @property
+    def unsure(self) -> str:
+        """Why the best entry is no confident answer, in words: "kw-cards-008 leads
+        kw-fees-limits-001 by 0.002, under faq_margin 0.09"."""
+        rivals = self.ranked[1 + self._lead_over_rivals[1] :]
+        rival = rivals[0].citation().source_id if rivals else "nothing"
+        why = verbatim.why_unsure(
+            self.best.score, self.lead, self.threshold, self.run.faq_margin, rival
+        )
+        return f"{self.best.citation().source_id} {why}" if why else ""
+
+    @property
     def confident(self) -> bool:
         best, margin = self.best, self.run.faq_margin
         return verbatim.answers_verbatim(best.is_faq, best.score, self.lead, self.threshold, margin)
@@ -326,7 +337,7 @@ def _unsure_entry_asked_again(d: _Deciding) -> dict[str, Any] | None:
         return None
     return _ask_again(
         d,
-        f"{d.name}: unsure FAQ entry; asking again in plain words",
+        f"{d.name}: unsure FAQ entry{_because(d)}; asking again in plain words",
         d.best.score,
         d.threshold,
         lead=round(d.lead, 4),
@@ -449,7 +460,7 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
         decision = decide(
             NODE,
             "miss",
-            f"{d.name}: no confident FAQ entry and the LLM is off",
+            f"{d.name}: no confident FAQ entry{_because(d)} and the LLM is off",
             best.score,
             d.threshold,
             threshold_from=d.source,
@@ -462,7 +473,8 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
         decision = decide(
             NODE,
             "miss",
-            f"{d.name}: unsure FAQ entry, not generated (faq_generation={run.faq_generation})",
+            f"{d.name}: unsure FAQ entry{_because(d)}, not generated "
+            f"(faq_generation={run.faq_generation})",
             best.score,
             d.threshold,
             threshold_from=d.source,
@@ -471,6 +483,13 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
         )
         return refuse_with(RefusalReason.LOW_CONFIDENCE, decision, candidates=d.ranked)
     return None
+
+
+def _because(d: _Deciding) -> str:
+    """ " (why the best entry is unsure)" for a reason of the trail, when it is an FAQ entry of a
+    one-part question; "" otherwise."""
+    why = d.unsure if d.best.is_faq and not d.several else ""
+    return f" ({why})" if why else ""
 
 
 def _to_generate(d: _Deciding, evidence: _Evidence) -> dict[str, Any]:
