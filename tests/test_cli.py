@@ -100,6 +100,25 @@ def test_batch_keeps_order_and_skips_bad_rows(data_dir: Path, tmp_path: Path) ->
     assert "2 bad rows skipped" in done.stdout
 
 
+def test_knob_options_reach_the_pipeline(data_dir: Path, tmp_path: Path) -> None:
+    """`--knob` tries a knob on one question (`ask`) or a file (`batch`), as `eval` does: the
+    ATM fee question is offered at the default faq_margin (its two best entries are 0.002
+    apart) and answered with the margin at 0."""
+    atm = "What's the charge for taking out cash at an ATM in Malaysia with the card?"
+    no_model = ["--knob", "use_llm=false"]
+    offered = run(["ask", atm, "--json", *no_model], data_dir)
+    answered = run(["ask", atm, "--json", *no_model, "--knob", "faq_margin=0"], data_dir)
+    assert json.loads(offered.stdout)["outcome"] == "choices", offered.stderr
+    assert json.loads(answered.stdout)["citations"][0]["source_id"] == "kw-cards-008"
+    questions, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    questions.write_text(json.dumps({"id": "atm", "question": atm}) + "\n")
+    done = run(
+        ["batch", str(questions), "--out", str(out), *no_model, "--knob", "faq_margin=0"], data_dir
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["outcome"] == "answered"
+
+
 def test_graph_mermaid(data_dir: Path) -> None:
     done = run(["graph", "--mermaid"], data_dir)
     assert done.returncode == 0 and "moderate_input" in done.stdout and "ground" in done.stdout
@@ -127,6 +146,7 @@ def test_graph_png_renders_offline(data_dir: Path, tmp_path: Path) -> None:
         (["ask", "hi", "--kb", ""], "--kb: knowledge base name '' is not valid"),
         (["ingest", str(SAMPLE_FAQ), "--kb", "kínetic"], "knowledge base name 'kínetic'"),
         (["batch", "nope.jsonl", "--out", "x.jsonl"], "nope.jsonl: no such file"),
+        (["ask", "hi", "--knob", "tempo=1"], "Invalid value for --knob: 'tempo=1'"),
     ],
 )
 def test_errors_are_one_clear_line_without_traceback(

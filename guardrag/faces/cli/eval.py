@@ -19,7 +19,8 @@ from guardrag.config.settings import load_settings, validate_kb_name
 from guardrag.faces.startup import resume
 
 
-def _knobs(items: list[str]) -> dict[str, Any]:
+def knob_overrides(items: list[str]) -> dict[str, Any]:
+    """`--knob name=value` options as knobs; a bad one is the option's error, not a traceback."""
     try:
         return RunConfig.parse(items)
     except KnobError as exc:
@@ -47,7 +48,10 @@ LangOpt = Annotated[str, typer.Option(help="Only cases in this language; 'all' f
 LimitOpt = Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")]
 KnobOpt = Annotated[
     list[str] | None,
-    typer.Option("--knob", help="Per-run knob override, e.g. --knob min_relevance=0.4."),
+    typer.Option(
+        "--knob",
+        help="Per-run knob override, e.g. --knob min_relevance=0.4 (`guardrag knobs` lists them).",
+    ),
 ]
 CompareOpt = Annotated[
     Path | None,
@@ -100,7 +104,7 @@ def eval_command(
     from guardrag.faces.service import Guardrag  # lazy: see above
 
     name, cases = _golden_cases(golden, kb, lang, limit)
-    knobs = _knobs(knob or [])
+    knobs = knob_overrides(knob or [])
     old = eval_metrics.load_summary(compare) if compare else None
     out_dir = out or Path("eval") / f"{name}-{golden.stem}"
     settings = load_settings()

@@ -19,7 +19,7 @@ from guardrag.contract import GuardragError, Result
 from guardrag.core.audit.logs import configure_json_logging
 from guardrag.core.jsonl import read_objects
 from guardrag.faces.cli.audit import audit_app
-from guardrag.faces.cli.eval import eval_command
+from guardrag.faces.cli.eval import KnobOpt, eval_command, knob_overrides
 from guardrag.faces.cli.llm import keep_local_model, llm_app
 from guardrag.faces.cli.quarantine import quarantine_app
 from guardrag.faces.cli.serve import serve
@@ -171,6 +171,7 @@ def ask(
             "on exit."
         ),
     ] = True,
+    knob: KnobOpt = None,
 ) -> None:
     """Answer one question (or refuse it, with the reason).
 
@@ -183,13 +184,14 @@ def ask(
     from guardrag.faces.threads import validate_thread_id  # lazy: with the pipeline
 
     thread_id = None if thread is None else validate_thread_id(thread)
+    knobs = knob_overrides(knob or [])
     name = _kb(kb)  # a bad argument fails here, before any model server is started
     if keep_model:
         keep_local_model(load_settings())
     bot = Guardrag.from_settings(source="cli")
     resume()
     try:
-        result = bot.ask(question, name, thread_id=thread_id)
+        result = bot.ask(question, name, thread_id=thread_id, knobs=knobs)
     finally:
         bot.close()
     if as_json:
@@ -223,12 +225,14 @@ def batch(
     concurrency: Annotated[
         int, typer.Option(min=1, max=64, help="Questions answered in parallel.")
     ] = 4,
+    knob: KnobOpt = None,
 ) -> None:
     """Answer a JSONL file of questions; bad rows are reported and skipped, output keeps input order."""
     from tqdm import tqdm  # lazy: with the pipeline
 
     from guardrag.faces.service import Guardrag  # lazy: the pipeline loads only to answer
 
+    knobs = knob_overrides(knob or [])
     if not input_path.is_file():
         raise _fail(f"{input_path}: no such file")
     rows, bad = [], []
@@ -248,7 +252,9 @@ def batch(
             out.open("w", encoding="utf-8") as sink,
             tqdm(total=len(rows), desc="batch", unit="q", file=sys.stderr) as bar,
         ):
-            for result in bot.ask_many(rows, name, concurrency=concurrency, on_done=bar.update):
+            for result in bot.ask_many(
+                rows, name, concurrency=concurrency, knobs=knobs, on_done=bar.update
+            ):
                 sink.write(result.model_dump_json() + "\n")
                 counts[result.outcome] += 1
     finally:
