@@ -75,12 +75,12 @@ def signals(question: str, entry: dict[str, str], vocabulary: set[str]) -> list[
 
 def sentence_read(encoder: Encoder, question: str, answers: list[str]) -> list[float]:
     """For each answer, the cosine of its sentence closest to `question`."""
-    vectors = encoder.embed([question])[0]
+    asked = encoder.embed([question])[0]  # unit length, as the sentences'
     reads = []
     for answer in answers:
         sentences = [s for line in answer.splitlines() for s in split_sentences(line)][:12]
         found = encoder.embed(sentences or [answer])
-        reads.append(float(np.max(found @ vectors)))
+        reads.append(float(np.max(found @ asked)))
     return reads
 
 
