@@ -122,6 +122,7 @@ def test_an_offer_says_which_part_of_the_verbatim_rule_the_best_entry_missed(
     assert result.outcome == "choices", result.trail
     assert "kw-cards-008 leads kw-fees-limits-001 by 0.00" in decided.reason, decided.reason
     assert "under faq_margin 0.09" in decided.reason
+    assert decided.detail["rival"] == "kw-fees-limits-001"  # the eval report counts the pair
 
 
 def test_a_part_answered_without_confidence_names_its_closest_entry(bot: Guardrag) -> None:

@@ -230,6 +230,44 @@ def test_wrong_answers_citing_a_near_duplicate_are_counted_apart(tmp_path: Path)
     assert "| semantic_match | 5 | 1 | 3 | 1 |" in text
 
 
+def held_back(best: str, rival: str | None) -> Result:
+    """Offered choices after rerank found `best` first, held back by `rival` (None: by the
+    threshold, no rival named)."""
+    detail: dict[str, Any] = {"top": [{"source_id": best, "score": 0.6}]}
+    if rival:
+        detail["rival"] = rival
+    return Result(
+        question="q",
+        request_id="r",
+        outcome="choices",
+        answer="a",
+        trail=[Decision(node="rerank", verdict="miss", detail=detail, ms=1.0)],
+        latency_ms=1.0,
+    )
+
+
+def test_entry_pairs_that_hold_each_other_back_are_counted(tmp_path: Path) -> None:
+    rows = [
+        row(case("a1", "answer"), held_back("kw-1", "kw-2"), ("kw-1",)),
+        row(case("a2", "answer"), held_back("kw-1", "kw-2"), ("kw-2",)),
+        row(case("a3", "answer"), held_back("kw-1", "kw-2"), ("kw-7",)),
+        row(case("r1", "refuse", "no_relevant_docs"), held_back("kw-1", "kw-2")),
+        row(case("a4", "answer"), held_back("kw-3", "kw-4"), ("kw-3",)),
+        row(case("a5", "answer"), held_back("kw-5", None), ("kw-5",)),  # under the threshold
+        row(case("a6", "answer"), answered("kw-1"), ("kw-1",)),
+    ]
+    s = summary(rows)
+    assert s["close_calls"] == [
+        {"best": "kw-1", "rival": "kw-2", "questions": 4, "gold_best": 1, "gold_rival": 1,
+         "gold_other": 1, "must_refuse": 1},
+        {"best": "kw-3", "rival": "kw-4", "questions": 1, "gold_best": 1, "gold_rival": 0,
+         "gold_other": 0, "must_refuse": 0},
+    ]  # fmt: skip
+    text = eval_report.write_report(s, rows, tmp_path, {}).read_text()
+    assert "5 questions were not answered verbatim" in text
+    assert "| kw-1 | kw-2 | 4 | 1 | 1 | 1 | 1 |" in text
+
+
 def test_all_gold_cited_counts_answers_needing_several_sources() -> None:
     both = Result(
         question="q",

@@ -117,15 +117,28 @@ class _Deciding:
         return self._rivals[1]
 
     @property
+    def rival(self) -> str | None:
+        """The source id of the best entry's first rival (twins passed over), if any."""
+        rivals = self.ranked[1 + self._lead_over_rivals[1] :]
+        return rivals[0].citation().source_id if rivals else None
+
+    @property
     def unsure(self) -> str:
         """Why the best entry is no confident answer, in words: "kw-cards-008 leads
         kw-fees-limits-001 by 0.002, under faq_margin 0.09"."""
-        rivals = self.ranked[1 + self._lead_over_rivals[1] :]
-        rival = rivals[0].citation().source_id if rivals else "nothing"
         why = verbatim.why_unsure(
-            self.best.score, self.lead, self.threshold, self.run.faq_margin, rival
+            self.best.score, self.lead, self.threshold, self.run.faq_margin, self.rival or "nothing"
         )
         return f"{self.best.citation().source_id} {why}" if why else ""
+
+    @property
+    def held_back_by(self) -> str | None:
+        """The rival that alone kept the best FAQ entry of a one-part question from a verbatim
+        answer (its score clears the threshold, its lead falls short): the eval report counts
+        these pairs, entries that overlap."""
+        best, run = self.best, self.run
+        close = best.score >= self.threshold and self.lead < run.faq_margin
+        return self.rival if best.is_faq and not self.several and close else None
 
     @property
     def confident(self) -> bool:
@@ -340,6 +353,7 @@ def _unsure_entry_asked_again(d: _Deciding) -> dict[str, Any] | None:
         f"{d.name}: unsure FAQ entry{_because(d)}; asking again in plain words",
         d.best.score,
         d.threshold,
+        **_held_back(d),
         lead=round(d.lead, 4),
         margin=d.run.faq_margin,
         threshold_from=d.source,
@@ -445,10 +459,11 @@ def _lacking_evidence(d: _Deciding, evidence: _Evidence) -> dict[str, Any] | Non
         d.state,
         run,
         d.ranked,
-        f"{d.name}: passages lack the question's key terms",
+        f"{d.name}: passages lack the question's key terms{_and_unsure(d)}",
         evidence.coverage,
         run.min_evidence_coverage,
         **evidence.detail,
+        **_held_back(d),
     )
 
 
@@ -463,6 +478,7 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
             f"{d.name}: no confident FAQ entry{_because(d)} and the LLM is off",
             best.score,
             d.threshold,
+            **_held_back(d),
             threshold_from=d.source,
             lead=round(d.lead, 4),
             top=d.top,
@@ -477,6 +493,7 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
             f"(faq_generation={run.faq_generation})",
             best.score,
             d.threshold,
+            **_held_back(d),
             threshold_from=d.source,
             top=d.top,
             **d.detail,
@@ -490,6 +507,18 @@ def _because(d: _Deciding) -> str:
     one-part question; "" otherwise."""
     why = d.unsure if d.best.is_faq and not d.several else ""
     return f" ({why})" if why else ""
+
+
+def _and_unsure(d: _Deciding) -> str:
+    """ "; and <why the best FAQ entry is unsure>" for a refusal given for another reason."""
+    why = _because(d)
+    return f"; and the FAQ entry is unsure{why}" if why else ""
+
+
+def _held_back(d: _Deciding) -> dict[str, Any]:
+    """{"rival": source id} for the trail when a rival alone held the best entry back."""
+    rival = d.held_back_by
+    return {"rival": rival} if rival else {}
 
 
 def _to_generate(d: _Deciding, evidence: _Evidence) -> dict[str, Any]:

@@ -145,6 +145,38 @@ def _one_click(judged: Sequence[Evaluated]) -> dict[str, Any]:
     }
 
 
+#: Where the gold entry was, for a question two entries held back (`close_calls`).
+CLOSE_CALL_PLACES = ("gold_best", "gold_rival", "gold_other", "must_refuse")
+
+
+def close_calls(rows: Iterable[Evaluated]) -> list[dict[str, Any]]:
+    """Entry pairs that held each other back: the questions left unanswered because their best
+    FAQ entry cleared the KB's threshold but led `rival` by less than `faq_margin` (rerank's
+    trail names it), per (best, rival) pair, most questions first, with where gold was. A pair
+    that ties often is two entries that overlap for those questions."""
+    pairs: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        decided = [d for d in r.result.trail if d.node == "rerank"]
+        if r.result.outcome == "answered" or not decided:
+            continue
+        rival, top = decided[-1].detail.get("rival"), decided[-1].detail.get("top")
+        if not (rival and top):
+            continue
+        best = str(top[0]["source_id"])
+        if r.case.expect == "refuse":
+            place = "must_refuse"
+        else:
+            place = (
+                "gold_best" if best in r.gold else "gold_rival" if rival in r.gold else "gold_other"
+            )
+        pairs[best, str(rival)].update(("questions", place))
+    found = [
+        {"best": best, "rival": rival, **{k: counts[k] for k in ("questions", *CLOSE_CALL_PLACES)}}
+        for (best, rival), counts in pairs.items()
+    ]
+    return sorted(found, key=lambda p: (-p["questions"], p["best"], p["rival"]))
+
+
 #: Two entries are near-duplicates when their questions, or their answers, are at least this
 #: close (cosine of the stored MiniLM vectors).
 NEAR_DUPLICATE = 0.8
@@ -265,6 +297,7 @@ def summarise(
         "latency_ms": latency(rows),
         "usage": _usage(rows),
         "near_duplicates": [f"{case}: {how}" for case, how in sorted(near_gold.items())],
+        "close_calls": close_calls(judged),
         "failures": [
             f"{r.case.id} [{r.case.group}] {r.case.question!r}: {r.why}" for r in rows if not r.ok
         ],

@@ -11,7 +11,7 @@ from typing import Any
 from guardrag.config.run_config import DEFAULT_FAQ_ANSWER_THRESHOLD, RunConfig
 from guardrag.core.kb.calibration import Calibration
 from guardrag.faces.eval.evaluate import Evaluated
-from guardrag.faces.eval.metrics import NEAR_DUPLICATE
+from guardrag.faces.eval.metrics import CLOSE_CALL_PLACES, NEAR_DUPLICATE
 from guardrag.faces.eval.plots import plot_confusion, plot_latency, plot_scores
 
 
@@ -66,6 +66,7 @@ def render(summary: dict[str, Any], images: dict[str, str], regressions: list[st
     md += _retrieval(summary["retrieval"])
     md += _baselines(summary)
     md += _near_duplicates(summary)
+    md += _close_calls(summary)
     md += _refusals(summary)
     md += _latency(summary["latency_ms"])
     u = summary["usage"]
@@ -185,6 +186,44 @@ def _near_duplicates(summary: dict[str, Any]) -> list[str]:
             "",
         ]
         md += [f"- {line}" for line in near]
+    return md
+
+
+#: Entry pairs listed in the report (summary.json keeps them all).
+CLOSE_CALLS_SHOWN = 10
+
+
+def _close_calls(summary: dict[str, Any]) -> list[str]:
+    """The entry pairs that held each other back most often (`metrics.close_calls`)."""
+    pairs = summary.get("close_calls") or []
+    if not pairs:
+        return []
+    held = sum(p["questions"] for p in pairs)
+    md = [
+        "",
+        "## Close calls",
+        "",
+        f"{held} questions were not answered verbatim because their best entry cleared the "
+        "threshold but led a rival by less than faq_margin. A pair that ties often is two "
+        "entries that overlap for those questions: where gold is mostly the best entry, making "
+        "the rival's question more specific (or merging the two) lets the rule tell them apart.",
+        "",
+    ]
+    md += md_table(
+        [
+            "best entry",
+            "rival",
+            "questions",
+            "gold: best",
+            "gold: rival",
+            "gold: other",
+            "must refuse",
+        ],
+        [
+            (p["best"], p["rival"], p["questions"], *(p[k] for k in CLOSE_CALL_PLACES))
+            for p in pairs[:CLOSE_CALLS_SHOWN]
+        ],
+    )
     return md
 
 
