@@ -97,10 +97,10 @@ def measure(kb: str, encoder: Encoder | None = None) -> tuple[Counter[tuple[str,
     bot, run, counts = scratch_bot(kb, faq), RunConfig(), Counter[tuple[str, str]]()
     reads: list[Read] = []
 
-    def read(kind: str, right: bool, top: list[dict[str, Any]]) -> None:
+    def read(kind: str, right: bool, question: str, top: list[dict[str, Any]]) -> None:
         answers = [entries[e["source_id"]]["answer"] for e in top if e["source_id"] in entries]
         if encoder is not None and answers:
-            reads.append((kb, kind, right, sentence_read(encoder, case["question"], answers)))
+            reads.append((kb, kind, right, sentence_read(encoder, question, answers)))
 
     for case in english_cases(golden, SAMPLE, SEED):
         gold = gold_of(case)
@@ -115,14 +115,14 @@ def measure(kb: str, encoder: Encoder | None = None) -> tuple[Counter[tuple[str,
                 counts["verbatim", verdict] += 1
                 for signal in signals(case["question"], entries[cited[0]], vocabulary):
                     counts[signal, verdict] += 1
-                read("verbatim", verdict == "right", detail.get("top") or [])
+                read("verbatim", verdict == "right", case["question"], detail.get("top") or [])
             continue
         if not detail.get("top") or "asked" in detail or decided[-1].threshold is None:
             continue  # refused before rerank, no FAQ entry, or several parts
         where = zone(detail["top"], float(detail.get("lead", 0.0)), decided[-1].threshold, run)
         counts[where, place(detail["top"], gold)] += 1
         if where == "close lead":
-            read(where, place(detail["top"], gold) == "gold first", detail["top"])
+            read(where, place(detail["top"], gold) == "gold first", case["question"], detail["top"])
     bot.close()
     return counts, reads
 

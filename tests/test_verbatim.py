@@ -8,7 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from guardrag.core.twins import same_answer
-from guardrag.core.verbatim import answers_verbatim, lead, lead_over_rivals, why_unsure
+from guardrag.core.verbatim import (
+    answers_verbatim,
+    lead,
+    lead_over_rivals,
+    missed_part,
+    why_unsure,
+)
 
 
 def test_the_lead_is_the_gap_to_the_runner_up_and_a_lone_candidate_leads_by_its_score() -> None:
@@ -30,6 +36,11 @@ def test_an_unsure_entry_is_explained_by_the_part_of_the_rule_it_misses() -> Non
     )
     assert why_unsure(0.58, 0.0018, 0.481, 0.09, "b") == "leads b by 0.002, under faq_margin 0.09"
     assert why_unsure(0.58, 0.2, 0.481, 0.09, "b") == ""  # it answers verbatim
+    assert [missed_part(0.456, 0.2, 0.481, 0.09), missed_part(0.58, 0.0018, 0.481, 0.09)] == [
+        "threshold",
+        "lead",
+    ]
+    assert missed_part(0.58, 0.2, 0.481, 0.09) is None
 
 
 def test_arrays_decide_as_single_questions_do() -> None:

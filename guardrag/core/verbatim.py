@@ -87,11 +87,20 @@ def answers_verbatim(
     return is_faq & (score >= threshold) & ((lead >= margin) | (second_lead >= margin))
 
 
-def why_unsure(score: float, lead: float, threshold: float, margin: float, rival: str) -> str:
-    """The part of the verbatim rule an FAQ entry misses, for the trail: its score under the
-    KB's threshold, or its lead over its first `rival` under `margin` ("" when it misses none)."""
+def missed_part(score: float, lead: float, threshold: float, margin: float) -> str | None:
+    """The part of the fused verbatim rule an FAQ entry misses: "threshold" (its score is under
+    the KB's), "lead" (its lead over its first rival is under `margin`), None when it misses
+    none."""
     if score < threshold:
+        return "threshold"
+    return "lead" if lead < margin else None
+
+
+def why_unsure(score: float, lead: float, threshold: float, margin: float, rival: str) -> str:
+    """`missed_part` in words for the trail, with its numbers ("" when it misses none)."""
+    missed = missed_part(score, lead, threshold, margin)
+    if missed == "threshold":
         return f"scores {score:.3f}, under the verbatim threshold {threshold:.3f}"
-    if lead < margin:
+    if missed == "lead":
         return f"leads {rival} by {lead:.3f}, under faq_margin {margin:g}"
     return ""

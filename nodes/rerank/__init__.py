@@ -123,22 +123,31 @@ class _Deciding:
         return rivals[0].citation().source_id if rivals else None
 
     @property
+    def missed(self) -> str | None:
+        """The part of the verbatim rule ("threshold" or "lead", `verbatim.missed_part`) that the
+        best FAQ entry of a one-part question misses; None for anything else."""
+        best = self.best
+        if not best.is_faq or self.several:
+            return None
+        return verbatim.missed_part(best.score, self.lead, self.threshold, self.run.faq_margin)
+
+    @property
     def unsure(self) -> str:
         """Why the best entry is no confident answer, in words: "kw-cards-008 leads
-        kw-fees-limits-001 by 0.002, under faq_margin 0.09"."""
+        kw-fees-limits-001 by 0.002, under faq_margin 0.09" ("" when `missed` is None)."""
+        if self.missed is None:
+            return ""
         why = verbatim.why_unsure(
             self.best.score, self.lead, self.threshold, self.run.faq_margin, self.rival or "nothing"
         )
-        return f"{self.best.citation().source_id} {why}" if why else ""
+        return f"{self.best.citation().source_id} {why}"
 
     @property
     def held_back_by(self) -> str | None:
-        """The rival that alone kept the best FAQ entry of a one-part question from a verbatim
-        answer (its score clears the threshold, its lead falls short): the eval report counts
-        these pairs, entries that overlap."""
-        best, run = self.best, self.run
-        close = best.score >= self.threshold and self.lead < run.faq_margin
-        return self.rival if best.is_faq and not self.several and close else None
+        """The rival that alone kept the best entry from a verbatim answer (its score clears the
+        threshold, its lead falls short): the eval report counts these pairs, entries that
+        overlap."""
+        return self.rival if self.missed == "lead" else None
 
     @property
     def confident(self) -> bool:
@@ -503,16 +512,14 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
 
 
 def _because(d: _Deciding) -> str:
-    """ " (why the best entry is unsure)" for a reason of the trail, when it is an FAQ entry of a
-    one-part question; "" otherwise."""
-    why = d.unsure if d.best.is_faq and not d.several else ""
-    return f" ({why})" if why else ""
+    """ " (why the best entry is unsure)" for a reason of the trail; "" when it is not an unsure
+    FAQ entry of a one-part question."""
+    return f" ({d.unsure})" if d.unsure else ""
 
 
 def _and_unsure(d: _Deciding) -> str:
-    """ "; and <why the best FAQ entry is unsure>" for a refusal given for another reason."""
-    why = _because(d)
-    return f"; and the FAQ entry is unsure{why}" if why else ""
+    """ "; the best FAQ entry is unsure too (why)" for a refusal given for another reason."""
+    return f"; the best FAQ entry is unsure too ({d.unsure})" if d.unsure else ""
 
 
 def _held_back(d: _Deciding) -> dict[str, Any]:

@@ -156,8 +156,10 @@ def close_calls(rows: Iterable[Evaluated]) -> list[dict[str, Any]]:
     that ties often is two entries that overlap for those questions."""
     pairs: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for r in rows:
+        if r.result.outcome == "answered":
+            continue
         decided = [d for d in r.result.trail if d.node == "rerank"]
-        if r.result.outcome == "answered" or not decided:
+        if not decided:
             continue
         rival, top = decided[-1].detail.get("rival"), decided[-1].detail.get("top")
         if not (rival and top):
