@@ -1,5 +1,5 @@
 """Two more ways to settle the verbatim rule's doubt, measured on the fitting KBs (docs/DECISION.md,
-"Two tie-breaks that do not pay").
+"Three more readers that do not pay").
 
     .venv/bin/python scripts/measure_tie_breaks.py ewallet telco gym courier medquad semeval
 
