@@ -50,10 +50,16 @@ def scratch_bot(kb: str, faq: Path) -> Guardrag:
     return Guardrag.from_settings(settings, audit=False)
 
 
+def rows_of(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSONL file (a KB's entries, a golden or queries file), blank lines left
+    out."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def english_cases(golden: Path, sample: int, seed: int) -> list[dict[str, Any]]:
     """The one-turn English cases of a golden or queries file; a fixed sample of `sample` when
     there are more."""
-    cases = [json.loads(line) for line in golden.read_text().splitlines() if line.strip()]
+    cases = rows_of(golden)
     cases = [c for c in cases if c.get("lang", "en") == "en" and not c.get("history")]
     return random.Random(seed).sample(cases, sample) if len(cases) > sample else cases
 

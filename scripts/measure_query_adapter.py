@@ -14,13 +14,12 @@ covidfaq is never measured here (held out).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
-from _scratch import FITTING_SETS, SAMPLE, SEED, english_cases, gold_of
+from _scratch import FITTING_SETS, SAMPLE, SEED, english_cases, gold_of, rows_of
 
-from guardrag.core.embedder import load_embedder
+from guardrag.core.embedder import Encoder, load_embedder
 
 MIXES = (0.0, 0.3)
 PENALTIES = (0.1, 0.01)
@@ -40,17 +39,17 @@ class Asked:
         return (1 - mix) * self.titles + mix * self.answers
 
 
-def asked(kb: str) -> Asked:
-    """`kb`'s questions that have a gold entry in it, and its entries, embedded."""
+def asked(kb: str, encoder: Encoder) -> Asked:
+    """`kb`'s questions that have a gold entry in it, and its entries, embedded by `encoder`."""
     faq, golden = FITTING_SETS[kb]
-    rows = [json.loads(line) for line in faq.read_text().splitlines() if line.strip()]
+    rows = rows_of(faq)
     row_of = {row["id"]: n for n, row in enumerate(rows)}
     cases = [
         (c["question"], [row_of[g] for g in gold_of(c) if g in row_of])
         for c in english_cases(golden, SAMPLE, SEED)
     ]
     cases = [(question, gold) for question, gold in cases if gold]
-    embed = load_embedder().embed
+    embed = encoder.embed
     return Asked(
         embed([question for question, _ in cases]),
         embed([row["question"] for row in rows]),
@@ -93,7 +92,8 @@ def fit(kbs: list[Asked], mix: float, penalty: float) -> np.ndarray:
 
 
 def main() -> None:
-    kbs = {kb: asked(kb) for kb in FITTING_SETS}
+    encoder = load_embedder()
+    kbs = {kb: asked(kb, encoder) for kb in FITTING_SETS}
     for mix in MIXES:
         identity = np.eye(next(iter(kbs.values())).questions.shape[1])
         before = {kb: recall_at_1(identity, data, mix) for kb, data in kbs.items()}

@@ -22,16 +22,15 @@ covidfaq is never measured here (held out).
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from _scratch import FITTING_SETS, SAMPLE, SEED, english_cases, gold_of, scratch_bot
+from _scratch import FITTING_SETS, SAMPLE, SEED, english_cases, gold_of, rows_of, scratch_bot
 
 from guardrag.config.run_config import RunConfig
-from guardrag.core.embedder import load_embedder
+from guardrag.core.embedder import Encoder, load_embedder
 from guardrag.core.text import question_kind
 
 NEIGHBOURS = (1, 3, 5, 10)
@@ -77,11 +76,12 @@ def decided(kb: str) -> list[Decided]:
     return found
 
 
-def entries(faq: Path) -> Entries:
+def entries(faq: Path, encoder: Encoder) -> Entries:
     """The entries of `faq` and their hub scores: for each k of NEIGHBOURS, an entry's mean
-    title cosine to its k nearest entries (MiniLM, as the reranker's), less the KB's mean."""
-    rows = [json.loads(line) for line in faq.read_text().splitlines() if line.strip()]
-    vectors = load_embedder().embed([row["question"] for row in rows])
+    title cosine to its k nearest entries (`encoder`: MiniLM, as the reranker's), less the KB's
+    mean."""
+    rows = rows_of(faq)
+    vectors = encoder.embed([row["question"] for row in rows])
     near = vectors @ vectors.T
     np.fill_diagonal(near, -1.0)
     nearest = -np.sort(-near, axis=1)
@@ -139,7 +139,8 @@ def gain(rows: list[Decided], change: Change, known: dict[str, Entries]) -> int:
 def main() -> None:
     kbs = [a for a in sys.argv[1:] if not a.startswith("--")]
     kbs = kbs or [kb for kb in FITTING_SETS if kb != "dstc11"]
-    known = {kb: entries(FITTING_SETS[kb][0]) for kb in kbs}
+    encoder = load_embedder()
+    known = {kb: entries(FITTING_SETS[kb][0], encoder) for kb in kbs}
     rows = [row for kb in kbs for row in decided(kb)]
     print("| KB | questions | rule: right / wrong | kind: right / wrong | hub, best on all KBs |")
     print("|---|---|---|---|---|")

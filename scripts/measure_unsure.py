@@ -19,14 +19,21 @@ wrong. covidfaq is never measured here (held out).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _scratch import FITTING_SETS, MODELS, SAMPLE, SEED, english_cases, gold_of, scratch_bot
+from _scratch import (
+    FITTING_SETS,
+    MODELS,
+    SAMPLE,
+    SEED,
+    english_cases,
+    gold_of,
+    rows_of,
+    scratch_bot,
+)
 
 from guardrag.config.run_config import RunConfig
 from guardrag.config.settings import Settings
@@ -89,7 +96,7 @@ def measure(kb: str, encoder: Encoder | None = None) -> tuple[Counter[tuple[str,
     wrong) of its answered ones, (signal, right or wrong) of its verbatim answers; with an
     `encoder`, the sentence reads of its close calls and verbatim answers."""
     faq, golden = FITTING_SETS[kb]
-    rows = [json.loads(line) for line in Path(faq).read_text().splitlines() if line.strip()]
+    rows = rows_of(faq)
     entries = {row["id"]: row for row in rows}
     vocabulary = {
         w for e in entries.values() for w in content_words(f"{e['question']} {e['answer']}")

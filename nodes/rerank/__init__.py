@@ -514,12 +514,14 @@ def _not_generated(d: _Deciding) -> dict[str, Any] | None:
 def _because(d: _Deciding) -> str:
     """ " (why the best entry is unsure)" for a reason of the trail; "" when it is not an unsure
     FAQ entry of a one-part question."""
-    return f" ({d.unsure})" if d.unsure else ""
+    why = d.unsure
+    return f" ({why})" if why else ""
 
 
 def _and_unsure(d: _Deciding) -> str:
     """ "; the best FAQ entry is unsure too (why)" for a refusal given for another reason."""
-    return f"; the best FAQ entry is unsure too ({d.unsure})" if d.unsure else ""
+    why = d.unsure
+    return f"; the best FAQ entry is unsure too ({why})" if why else ""
 
 
 def _held_back(d: _Deciding) -> dict[str, Any]:
